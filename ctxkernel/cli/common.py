@@ -1,0 +1,43 @@
+"""Options and helpers shared by the command modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def index_options(func: F) -> F:
+    """--index-dir and --chroma-url: which index a command works on."""
+    func = click.option(
+        "--chroma-url",
+        envvar="CTXKERNEL_CHROMA_URL",
+        default=None,
+        metavar="URL",
+        help="Use a chromadb server (http://HOST:PORT) instead of the local store; env CTXKERNEL_CHROMA_URL.",
+    )(func)
+    func = click.option(
+        "--index-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Where the local index lives (default: indexes/ under CTXKERNEL_HOME or the checkout).",
+    )(func)
+    return func
+
+
+def json_option(func: F) -> F:
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print JSON Lines (one object per line, with a 'type').",
+    )(func)
+
+
+def workspace(index_dir: str | None, chroma_url: str | None) -> Any:
+    from ..workspace import Workspace
+
+    return Workspace(index_dir, chroma_url)

@@ -1,0 +1,320 @@
+"""Retrieval commands: index, update, corpora, search, grep, show."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from .. import progress as progress_mod
+from ..render import json_line, print_file_range, print_hits
+from .common import index_options, json_option, workspace
+
+
+@click.command("index")
+@click.argument("name")
+@click.option(
+    "--source",
+    metavar="SRC",
+    help="Where to take the files from instead of the corpus's upstream: a git URL, a local git repo "
+    "or bare mirror, a directory, pkg:<distribution> (an installed Python package), an http(s) page "
+    "or a local file.",
+)
+@click.option(
+    "--ref", default="", help="Git branch, tag or commit to index (default: the corpus's ref)."
+)
+@click.option(
+    "--force", is_flag=True, help="Re-chunk and re-embed everything, even unchanged files."
+)
+@index_options
+@json_option
+def index_cmd(
+    name: str,
+    source: str | None,
+    ref: str,
+    force: bool,
+    index_dir: str | None,
+    chroma_url: str | None,
+    as_json: bool,
+) -> int:
+    """Index the corpus NAME (see `ctxkernel corpora` for the defined ones).
+
+    Clones or reads the source, chunks files by structure, embeds new chunks and
+    stores them with a lexical index beside. Re-running only redoes changed files.
+
+    \b
+    Examples:
+      ctxkernel index triton --source pkg:triton
+      ctxkernel index cutlass --source ~/mirrors/cutlass.git
+      ctxkernel index ptx --source ./ptx-isa.html
+    """
+    ws = workspace(index_dir, chroma_url)
+    with progress_mod.for_cli(as_json) as progress:
+        report = ws.index(name, source=source, ref=ref, progress=progress, force=force)
+    if as_json:
+        json_line(report.to_json())
+    else:
+        _print_report(report)
+    return 0
+
+
+@click.command("update")
+@click.argument("name")
+@index_options
+@json_option
+def update_cmd(name: str, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+    """Pull what changed upstream for NAME (from the source it was indexed from) and re-index the difference."""
+    ws = workspace(index_dir, chroma_url)
+    with progress_mod.for_cli(as_json) as progress:
+        report = ws.update(name, progress=progress)
+    if as_json:
+        json_line(report.to_json())
+    else:
+        _print_report(report)
+    return 0
+
+
+def _print_report(report: object) -> None:
+    from ..indexer import IndexReport
+
+    assert isinstance(report, IndexReport)
+    skipped = ", ".join(f"{n} {k}" for k, n in sorted(report.skipped.items())) or "none"
+    total = sum(report.seconds.values())
+    click.echo(
+        f"{report.corpus}: {report.files_total} files ({report.files_changed} changed, "
+        f"{report.files_unchanged} unchanged, {report.files_removed} removed), {report.chunks_total} chunks; "
+        f"embedded {report.embedded}, reused {report.embeddings_reused}; skipped: {skipped}; {total:.1f} s"
+    )
+    click.echo(f"  source {report.origin} @ {report.version}")
+
+
+@click.command("corpora")
+@click.option("--offline", is_flag=True, help="Do not ask upstreams whether they moved on.")
+@index_options
+@json_option
+def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+    """List defined and indexed corpora: source, indexed version, when, files, chunks, size, freshness."""
+    ws = workspace(index_dir, chroma_url)
+    statuses = ws.status(check_upstream=not offline)
+    if as_json:
+        for st in statuses:
+            json_line(st.to_json())
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("corpus", "source", "version", "indexed", "files", "chunks", "size", "upstream"):
+        table.add_column(col)
+    for st in statuses:
+        r = st.record
+        if r is None:
+            table.add_row(st.name, "-", "-", "not indexed", "-", "-", "-", "-")
+            continue
+        when = (
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.indexed_at)) if r.indexed_at else "-"
+        )
+        if not r.complete:
+            when += " (incomplete: run index again)"
+        moved = {True: "moved on: run update", False: "up to date", None: "unknown"}[st.moved_on]
+        table.add_row(
+            st.name,
+            r.origin,
+            r.version[:24],
+            when,
+            str(r.files),
+            str(r.chunks),
+            _size(st.size_bytes),
+            moved,
+        )
+    Console().print(table)
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n //= 1024
+    return f"{n} TB"
+
+
+@click.command("search")
+@click.argument("query")
+@click.option(
+    "--corpus",
+    "-c",
+    "corpora",
+    multiple=True,
+    help="Only these corpora (repeatable; default: all indexed).",
+)
+@click.option("-k", "k", default=10, show_default=True, type=int, help="How many results.")
+@click.option(
+    "--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True
+)
+@click.option(
+    "--path",
+    "path_glob",
+    metavar="GLOB",
+    help="Only files whose path matches GLOB (e.g. 'examples/**').",
+)
+@click.option("--language", help="Only this language (python, cpp, cuda, markdown, rst, html...).")
+@click.option(
+    "--kind",
+    type=click.Choice(["example", "tutorial", "source", "doc", "test"]),
+    help="Only this kind of file.",
+)
+@click.option(
+    "--lines",
+    "snippet",
+    default=12,
+    show_default=True,
+    help="Lines of each hit to print (text output).",
+)
+@index_options
+@json_option
+def search_cmd(
+    query: str,
+    corpora: tuple[str, ...],
+    k: int,
+    mode: str,
+    path_glob: str | None,
+    language: str | None,
+    kind: str | None,
+    snippet: int,
+    index_dir: str | None,
+    chroma_url: str | None,
+    as_json: bool,
+) -> int:
+    """Search the index in plain words or by name (hybrid lexical + dense).
+
+    \b
+    Examples:
+      ctxkernel search "TMA load into shared memory with an mbarrier" --corpus cutlass -k 10
+      ctxkernel search make_tiled_copy --kind source
+    """
+    ws = workspace(index_dir, chroma_url)
+    result = ws.search(query, list(corpora) or None, k, mode, path_glob, language, kind)
+    if as_json:
+        for hit in result.hits:
+            json_line(hit.to_json())
+        json_line(
+            {
+                "type": "summary",
+                "query": query,
+                "mode": mode,
+                "hits": len(result.hits),
+                "took_ms": round(result.took_ms, 1),
+                "corpora": result.corpora,
+            }
+        )
+    else:
+        if not result.hits:
+            click.echo("no results", err=True)
+        print_hits(result.hits, snippet_lines=snippet)
+        click.echo(f"{len(result.hits)} results in {result.took_ms:.0f} ms", err=True)
+    return 0 if result.hits else 1
+
+
+@click.command("grep")
+@click.argument("pattern")
+@click.option("--corpus", "-c", "corpus", required=True, help="The corpus to search.")
+@click.option("-i", "--ignore-case", is_flag=True)
+@click.option("--path", "path_glob", metavar="GLOB", help="Only files whose path matches GLOB.")
+@click.option(
+    "-C",
+    "--context",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Lines of context around each match.",
+)
+@click.option(
+    "--max-count",
+    default=200,
+    show_default=True,
+    type=int,
+    help="Stop after this many matching lines.",
+)
+@click.option(
+    "--timeout",
+    "time_limit",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="Seconds before giving up.",
+)
+@click.option(
+    "--engine", type=click.Choice(["auto", "rg", "python"]), default="auto", show_default=True
+)
+@index_options
+@json_option
+def grep_cmd(
+    pattern: str,
+    corpus: str,
+    ignore_case: bool,
+    path_glob: str | None,
+    context: int,
+    max_count: int,
+    time_limit: float,
+    engine: str,
+    index_dir: str | None,
+    chroma_url: str | None,
+    as_json: bool,
+) -> int:
+    """Regex search over a corpus's files (ripgrep when installed, Python otherwise).
+
+    \b
+    Example:
+      ctxkernel grep "make_tiled_copy" --corpus cutlass -C 3
+    """
+    ws = workspace(index_dir, chroma_url)
+    result = ws.grep(
+        corpus, pattern, ignore_case=ignore_case, path_glob=path_glob, context=context,
+        max_results=max_count, time_limit_s=time_limit, engine=engine,
+    )  # fmt: skip
+    if as_json:
+        for hit in result.hits:
+            json_line(hit.to_json())
+        json_line(
+            {
+                "type": "summary",
+                "pattern": pattern,
+                "hits": len(result.hits),
+                "files_searched": result.files_searched,
+                "truncated": result.truncated,
+                "engine": result.engine,
+                "took_ms": round(result.took_ms, 1),
+            }
+        )
+    else:
+        print_hits(result.hits, snippet_lines=2 * context + 20, show_score=False)
+        note = f"; stopped early: {result.truncated}" if result.truncated else ""
+        click.echo(
+            f"{len(result.hits)} blocks in {result.files_searched} files ({result.engine}, {result.took_ms:.0f} ms){note}",
+            err=True,
+        )
+    return 0 if result.hits else 1
+
+
+@click.command("show")
+@click.argument("ref")
+@index_options
+@json_option
+def show_cmd(ref: str, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+    """Print lines of an indexed file: REF is corpus:path[:start-end], as search and grep print it.
+
+    \b
+    Example:
+      ctxkernel show cutlass:examples/python/CuTeDSL/hopper/dense_gemm.py:120-180
+    """
+    ws = workspace(index_dir, chroma_url)
+    rng = ws.read(ref)
+    if as_json:
+        json_line(rng.to_json())
+    else:
+        print_file_range(rng.corpus, rng.path, rng.start_line, rng.lines, rng.language, rng.url)
+        if rng.source == "chunks":
+            print("(rebuilt from the index: the file is not on this machine)", file=sys.stderr)
+    return 0

@@ -1,0 +1,48 @@
+"""Settings: which index to use (``--index-dir``, ``CTXKERNEL_HOME``, a chroma server
+with ``--chroma-url``) and which embedding model, from arguments, environment and the
+optional ``config.toml`` in the config dir — in that order of precedence."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import paths
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class Settings:
+    index_dir: Path
+    chroma_url: str | None = None
+    embed_model: str | None = None
+
+
+def config_file() -> Path:
+    return paths.config_dir() / "config.toml"
+
+
+def _file_settings() -> dict[str, Any]:
+    file = config_file()
+    if not file.is_file():
+        return {}
+    try:
+        with open(file, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{file.name}: invalid TOML: {exc}") from exc
+
+
+def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) -> Settings:
+    conf = _file_settings()
+    env_dir = os.environ.get("CTXKERNEL_INDEX_DIR")
+    chosen_dir = Path(
+        index_dir or env_dir or conf.get("index_dir") or paths.default_index_dir()
+    ).expanduser()
+    url = chroma_url or os.environ.get("CTXKERNEL_CHROMA_URL") or conf.get("chroma_url") or None
+    model = os.environ.get("CTXKERNEL_EMBED_MODEL") or conf.get("embed_model") or None
+    return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model)

@@ -1,0 +1,305 @@
+"""Searcher: hybrid retrieval over the store — BM25 over whole chunks (kernel-aware
+tokens), dense vectors over chunk summaries, and exact symbol matches — fused with
+reciprocal-rank fusion; filters by corpus, path glob, language and kind.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .corpus import Chunk, Hit
+from .embed import Embedder
+from .errors import UserError
+from .store import CorpusCache, Store
+from .tokenize import identifiers, tokenize
+
+MODES = ("hybrid", "lexical", "dense")
+RRF_K = 60
+
+
+@dataclass
+class Filters:
+    path: str | None = None  # glob on the upstream path
+    language: str | None = None
+    kind: str | None = None
+
+    def where(self) -> dict[str, Any] | None:
+        clauses: list[dict[str, Any]] = []
+        if self.language:
+            clauses.append({"language": self.language})
+        if self.kind:
+            clauses.append({"kind": self.kind})
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def accepts(self, chunk: Chunk) -> bool:
+        if self.language and chunk.language != self.language:
+            return False
+        if self.kind and chunk.kind != self.kind:
+            return False
+        return not (self.path and not fnmatch.fnmatchcase(chunk.path, self.path))
+
+
+@dataclass
+class Weights:
+    lexical: float = 1.0
+    dense: float = 1.0
+    symbol: float = 1.5
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    took_ms: float
+    mode: str
+    corpora: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Searcher:
+    """Holds the store, the embedder (loaded once, lazily) and the per-corpus caches."""
+
+    def __init__(
+        self, store: Store, embedder: Embedder | None = None, weights: Weights | None = None
+    ) -> None:
+        self.store = store
+        self._embedder = embedder
+        self.weights = weights or Weights()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder()
+        return self._embedder
+
+    def indexed(self) -> list[str]:
+        return self.store.corpora()
+
+    def _corpora(self, names: Sequence[str] | None) -> list[str]:
+        indexed = self.indexed()
+        if not names:
+            if not indexed:
+                raise UserError("nothing is indexed yet; run `ctxkernel index NAME` first")
+            return indexed
+        for name in names:
+            if name not in indexed:
+                have = ", ".join(indexed) or "none"
+                raise UserError(
+                    f"corpus {name!r} is not indexed (indexed: {have}); run `ctxkernel index {name}`"
+                )
+        return list(names)
+
+    def search(
+        self,
+        query: str,
+        corpora: Sequence[str] | None = None,
+        k: int = 10,
+        mode: str = "hybrid",
+        filters: Filters | None = None,
+    ) -> SearchResult:
+        if mode not in MODES:
+            raise UserError(f"unknown search mode {mode!r} (one of {', '.join(MODES)})")
+        if not query.strip():
+            raise UserError("empty query")
+        if k < 1:
+            raise UserError("-k must be at least 1")
+        filters = filters or Filters()
+        names = self._corpora(corpora)
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        depth = max(50, k * 5)
+        lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
+        caches = {name: self.store.synced_cache(name) for name in names}
+        if mode in ("hybrid", "lexical"):
+            t = time.perf_counter()
+            tokens = tokenize(query)
+            for name, cache in caches.items():
+                lists.append(
+                    (
+                        self.weights.lexical,
+                        [(name, r) for r in _lexical(cache, tokens, depth, filters)],
+                    )
+                )
+            timings["lexical_ms"] = (time.perf_counter() - t) * 1000
+        if mode in ("hybrid", "dense"):
+            t = time.perf_counter()
+            vector = self.embedder.embed_query(query)
+            timings["embed_ms"] = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            for name, cache in caches.items():
+                lists.append(
+                    (
+                        self.weights.dense,
+                        [(name, r) for r in self._dense(name, cache, vector, depth, filters)],
+                    )
+                )
+            timings["dense_ms"] = (time.perf_counter() - t) * 1000
+        if mode == "hybrid":
+            for name, cache in caches.items():
+                sym = _symbol_rows(cache, query, filters)
+                if sym:
+                    lists.append((self.weights.symbol, [(name, r) for r in sym]))
+        fused = _rrf(lists)
+        hits = self._materialize(caches, fused, k, filters, mode)
+        took = (time.perf_counter() - t0) * 1000
+        return SearchResult(hits, took, mode, names, timings)
+
+    def _dense(
+        self, name: str, cache: CorpusCache, vector: Any, depth: int, filters: Filters
+    ) -> list[int]:
+        n = depth * (4 if filters.path else 1)
+        found = self.store.query(name, vector, n, filters.where())
+        rows = cache.rows_for_ids([i for i, _ in found])
+        ordered = [rows[i] for i, _ in found if i in rows]
+        if filters.path:
+            allowed = cache.filter_rows(paths_glob=filters.path, language=None, kind=None) or set()
+            ordered = [r for r in ordered if r in allowed]
+        return ordered[:depth]
+
+    def _materialize(
+        self,
+        caches: dict[str, CorpusCache],
+        fused: list[tuple[tuple[str, int], float]],
+        k: int,
+        filters: Filters,
+        mode: str,
+    ) -> list[Hit]:
+        wanted = fused[: k * 3]
+        by_corpus: dict[str, list[int]] = {}
+        for (name, row), _ in wanted:
+            by_corpus.setdefault(name, []).append(row)
+        chunks = {name: caches[name].chunks_by_rows(rows) for name, rows in by_corpus.items()}
+        hits: list[Hit] = []
+        for (name, row), score in wanted:
+            chunk = chunks[name].get(row)
+            if chunk is None or not filters.accepts(chunk):
+                continue
+            hits.append(Hit(chunk, score=score, via=mode))
+        hits = merge_adjacent(hits)[:k]
+        for i, h in enumerate(hits, 1):
+            h.rank = i
+        return hits
+
+
+def _lexical(cache: CorpusCache, tokens: list[str], depth: int, filters: Filters) -> list[int]:
+    import numpy as np
+
+    loaded = cache.bm25()
+    if loaded is None or not tokens:
+        return []
+    model, rows = loaded
+    vocab = model.vocab_dict
+    known = [t for t in tokens if t in vocab]
+    if not known:
+        return []
+    scores = np.asarray(model.get_scores(known), dtype=np.float32)
+    allowed = cache.filter_rows(
+        paths_glob=filters.path, language=filters.language, kind=filters.kind
+    )
+    if allowed is not None:
+        mask = np.isin(rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        scores = np.where(mask, scores, 0.0)
+    n = min(depth, int((scores > 0).sum()))
+    if n == 0:
+        return []
+    top = np.argpartition(-scores, n - 1)[:n]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [int(rows[i]) for i in top]
+
+
+_KIND_ORDER = {"doc": 0, "source": 1, "tutorial": 2, "example": 3, "test": 4}
+
+
+def _symbol_rows(cache: CorpusCache, query: str, filters: Filters) -> list[int]:
+    """Chunks that define a name the query spells out, definitions before uses."""
+    names = identifiers(query)
+    if not names and len(query.split()) == 1:
+        names = [query.strip()]
+    rows: list[tuple[tuple[int, int, int], int]] = []
+    seen: set[int] = set()
+    for name in names:
+        candidates = [name]
+        if "." in name.strip("."):
+            candidates.append(
+                name.rsplit(".", 1)[1]
+            )  # tl.dot -> dot, cute.make_layout -> make_layout
+        for pos, cand in enumerate(candidates):
+            for row, exact in cache.defined(cand):
+                if row in seen:
+                    continue
+                seen.add(row)
+                rows.append(((pos, 0 if exact == cand else 1, 0), row))
+    if not rows:
+        return []
+    chunks = cache.chunks_by_rows([r for _, r in rows])
+    ranked = []
+    for key, row in rows:
+        c = chunks.get(row)
+        if c is None or not filters.accepts(c):
+            continue
+        ranked.append(
+            (
+                (key[0], key[1], _KIND_ORDER.get(c.kind, 5), 0 if c.doc else 1, c.path.count("/")),
+                row,
+            )
+        )
+    ranked.sort()
+    return [row for _, row in ranked[:20]]
+
+
+def _rrf(lists: list[tuple[float, list[tuple[str, int]]]]) -> list[tuple[tuple[str, int], float]]:
+    scores: dict[tuple[str, int], float] = {}
+    for weight, ranked in lists:
+        for rank, key in enumerate(ranked, 1):
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def merge_adjacent(hits: list[Hit]) -> list[Hit]:
+    """Fold hits of one file whose line ranges touch or overlap into the better-ranked one."""
+    out: list[Hit] = []
+    for hit in hits:
+        c = hit.chunk
+        for kept in out:
+            k = kept.chunk
+            if (
+                k.corpus == c.corpus
+                and k.path == c.path
+                and c.start_line <= k.end_line + 1
+                and k.start_line <= c.end_line + 1
+            ):
+                if c.start_line >= k.start_line and c.end_line <= k.end_line:
+                    break  # already covered
+                first, second = (k, c) if k.start_line <= c.start_line else (c, k)
+                merged_text = (
+                    first.text + "\n" + second.text
+                    if second.start_line > first.end_line
+                    else first.text
+                )
+                kept.chunk = Chunk(
+                    **{
+                        **k.__dict__,
+                        "start_line": first.start_line,
+                        "end_line": max(first.end_line, second.end_line),
+                        "text": merged_text,
+                        "url": _relink(
+                            k.url, first.start_line, max(first.end_line, second.end_line)
+                        ),
+                    }
+                )
+                kept.extra.setdefault("merged", []).append(c.id)
+                break
+        else:
+            out.append(hit)
+    return out
+
+
+def _relink(url: str, start: int, end: int) -> str:
+    if "#L" in url:
+        return url.split("#L")[0] + f"#L{start}-L{end}"
+    return url

@@ -1,0 +1,504 @@
+"""Sources: where a corpus's files come from — git, a plain directory, an installed
+Python package, or an HTTP documentation page — materialised as a local Snapshot.
+
+``resolve_source(corpus, arg)`` picks the source: the corpus definition's default, or
+what ``--source`` names (a git URL, a local git repo or bare mirror, a directory,
+``pkg:<distribution>``, an http(s) page or a local file). Clones and downloads live
+in the cache directory, never in the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as metadata
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from harness import paths
+
+from .corpus import Corpus, PackageSpec
+from .errors import UserError
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+GIT_TIMEOUT_S = 900
+PROBE_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # upstream-relative posix path (what citations show)
+    local: Path  # where the bytes are on this machine
+
+
+@dataclass
+class Snapshot:
+    kind: str  # git | dir | pkg | http | file
+    origin: str  # what was asked for, for people ("https://...@main", "pkg:triton")
+    version: str  # commit SHA, package version(s), or content hash
+    ref: str  # what upstream links use (commit SHA, tag)
+    root: Path
+    files: list[SourceFile] = field(default_factory=list)
+    skipped_links: int = 0  # symlinks leaving the root, never followed
+
+
+class Source:
+    """A place files come from. ``materialize`` brings them local; ``upstream_version``
+    says what the upstream holds now (None when it cannot be reached)."""
+
+    kind = "source"
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+
+    @property
+    def origin(self) -> str:
+        raise NotImplementedError
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        raise NotImplementedError
+
+    def upstream_version(self) -> str | None:
+        return None
+
+
+# --- git -----------------------------------------------------------------------------
+
+
+def _is_git_dir(path: Path) -> bool:
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
+class GitSource(Source):
+    """A git repository (URL, local repo or bare mirror), shallow-cloned at a ref."""
+
+    kind = "git"
+
+    def __init__(self, corpus: Corpus, url: str, ref: str = "") -> None:
+        super().__init__(corpus)
+        self.url = url
+        self.ref = ref or corpus.source.ref or "HEAD"
+        local = Path(url).expanduser()
+        self.fetch_url = local.resolve().as_uri() if local.exists() else url
+
+    @property
+    def origin(self) -> str:
+        return f"{self.url}@{self.ref}"
+
+    def clone_dir(self) -> Path:
+        digest = hashlib.sha1(self.fetch_url.encode()).hexdigest()[:10]
+        return paths.cache_dir() / "clones" / f"{self.corpus.name}-{digest}"
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        import git  # gitpython; imported late to keep CLI start-up light
+
+        target = self.clone_dir()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if progress:
+            progress(f"fetching {self.origin}", 0, 1)
+        try:
+            repo = git.Repo(target) if (target / ".git").is_dir() else git.Repo.init(target)
+            if "origin" in [r.name for r in repo.remotes]:
+                repo.remotes.origin.set_url(self.fetch_url)
+            else:
+                repo.create_remote("origin", self.fetch_url)
+            with repo.git.custom_environment(GIT_TERMINAL_PROMPT="0"):
+                self._fetch(repo)
+            repo.git.checkout("--force", "--detach", "FETCH_HEAD")
+            repo.git.clean("-fdxq")
+            sha = repo.head.commit.hexsha
+        except git.GitCommandError as exc:
+            raise UserError(self._unreachable(exc)) from exc
+        if progress:
+            progress(f"fetched {sha[:12]}", 1, 1)
+        files, skipped = _tracked_files(target, repo)
+        return Snapshot("git", self.origin, sha, sha, target, files, skipped)
+
+    def _fetch(self, repo: object) -> None:
+        import git
+
+        assert isinstance(repo, git.Repo)
+        try:
+            repo.git.fetch(
+                "--depth", "1", "--no-tags", "origin", self.ref, kill_after_timeout=GIT_TIMEOUT_S
+            )
+        except git.GitCommandError:
+            if self.ref in ("HEAD", "main", "master"):
+                # a mirror whose default branch has another name
+                repo.git.fetch(
+                    "--depth", "1", "--no-tags", "origin", "HEAD", kill_after_timeout=GIT_TIMEOUT_S
+                )
+            else:
+                raise
+
+    def _unreachable(self, exc: Exception) -> str:
+        detail = " ".join(str(getattr(exc, "stderr", "") or exc).split())[:200]
+        return (
+            f"cannot fetch {self.origin}: {detail}; index from a local copy instead with "
+            "--source (a git mirror or repo path, a directory, or pkg:NAME)"
+        )
+
+    def upstream_version(self) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", "ls-remote", self.fetch_url, self.ref],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0 or not out.stdout.strip():
+            return None
+        return out.stdout.split()[0]
+
+
+def _tracked_files(root: Path, repo: object) -> tuple[list[SourceFile], int]:
+    import git
+
+    assert isinstance(repo, git.Repo)
+    files: list[SourceFile] = []
+    skipped = 0
+    for line in repo.git.ls_files("-z", "--stage").split("\0"):
+        if not line:
+            continue
+        meta, path = line.split("\t", 1)
+        mode = meta.split()[0]
+        local = root / path
+        if mode == "120000":  # symlink: follow only when it stays inside the root
+            if not _inside(local, root):
+                skipped += 1
+                continue
+        elif mode == "160000":  # submodule
+            continue
+        files.append(SourceFile(path, local))
+    return files, skipped
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return path.resolve().is_file()
+
+
+# --- plain directory -------------------------------------------------------------------
+
+
+class DirSource(Source):
+    """Files under a local directory, as they are now."""
+
+    kind = "dir"
+
+    def __init__(self, corpus: Corpus, directory: Path) -> None:
+        super().__init__(corpus)
+        self.directory = directory.expanduser().resolve()
+
+    @property
+    def origin(self) -> str:
+        return str(self.directory)
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        if not self.directory.is_dir():
+            raise UserError(f"--source {self.directory}: not a directory")
+        files, skipped = _walk(self.directory)
+        digest = hashlib.sha1()
+        for f in files:
+            st = f.local.stat()
+            digest.update(f"{f.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        version = "dir-" + digest.hexdigest()[:12]
+        return Snapshot("dir", self.origin, version, "", self.directory, files, skipped)
+
+    def upstream_version(self) -> str | None:
+        return self.materialize().version if self.directory.is_dir() else None
+
+
+def _walk(root: Path) -> tuple[list[SourceFile], int]:
+    files: list[SourceFile] = []
+    skipped = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in (".git", "__pycache__", "node_modules")
+        )
+        for name in sorted(filenames):
+            local = Path(dirpath) / name
+            if local.is_symlink() and not _inside(local, root):
+                skipped += 1
+                continue
+            rel = local.relative_to(root).as_posix()
+            files.append(SourceFile(rel, local))
+    return files, skipped
+
+
+# --- installed Python package ------------------------------------------------------------
+
+
+class PackageSource(Source):
+    """The files an installed Python distribution carries, mapped onto upstream paths."""
+
+    kind = "pkg"
+
+    def __init__(self, corpus: Corpus, name: str) -> None:
+        super().__init__(corpus)
+        self.name = name
+        spec = corpus.source.package
+        if spec and _norm(name) in {_norm(d) for d in spec.distributions}:
+            self.spec = spec
+        else:
+            self.spec = PackageSpec(distributions=(name,))
+
+    @property
+    def origin(self) -> str:
+        return f"pkg:{self.name}"
+
+    def _distributions(self) -> list[metadata.Distribution]:
+        found = []
+        for dist_name in self.spec.distributions:
+            try:
+                found.append(metadata.distribution(dist_name))
+            except metadata.PackageNotFoundError:
+                if _norm(dist_name) == _norm(self.name):
+                    raise UserError(
+                        f"--source pkg:{self.name}: package {self.name!r} is not installed in this "
+                        f"Python (pip install {self.name}), or pass another --source"
+                    ) from None
+        return found
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        dists = self._distributions()
+        files: list[SourceFile] = []
+        seen: set[str] = set()
+        root: Path | None = None
+        for dist in dists:
+            base = Path(str(dist.locate_file(""))).resolve()
+            root = root or base
+            for entry in dist.files or []:
+                raw = PurePosixPath(str(entry))
+                if raw.parts and (
+                    raw.parts[0] == ".." or raw.parts[0].endswith((".dist-info", ".egg-info"))
+                ):
+                    continue
+                path = str(raw)
+                for strip in self.spec.strip:
+                    if path.startswith(strip):
+                        path = path[len(strip) :]
+                        break
+                path = self.spec.prefix + path
+                if path in seen:
+                    continue
+                local = Path(str(dist.locate_file(entry)))
+                if local.is_symlink() and not _inside(local, base):
+                    continue
+                seen.add(path)
+                files.append(SourceFile(path, local))
+        version = self._version(dists)
+        first = dists[0].version if dists else ""
+        ref = self.spec.version_ref.format(version=first) if first else ""
+        return Snapshot(
+            "pkg", self.origin, version, ref, root or Path("."), sorted(files, key=lambda f: f.path)
+        )
+
+    @staticmethod
+    def _version(dists: list[metadata.Distribution]) -> str:
+        return ",".join(f"{d.metadata['Name']}=={d.version}" for d in dists)
+
+    def upstream_version(self) -> str | None:
+        try:
+            return self._version(self._distributions())
+        except UserError:
+            return None
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+# --- documentation pages ----------------------------------------------------------------
+
+
+class HttpSource(Source):
+    """One documentation page downloaded over HTTP(S), cached with its validators."""
+
+    kind = "http"
+
+    def __init__(self, corpus: Corpus, url: str) -> None:
+        super().__init__(corpus)
+        self.url = url
+
+    @property
+    def origin(self) -> str:
+        return self.url
+
+    def _cache(self) -> Path:
+        digest = hashlib.sha1(self.url.encode()).hexdigest()[:10]
+        return paths.cache_dir() / "downloads" / f"{self.corpus.name}-{digest}"
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        folder = self._cache()
+        folder.mkdir(parents=True, exist_ok=True)
+        name = PurePosixPath(self.url.split("?")[0]).name or "index.html"
+        target = folder / name
+        meta_file = folder / "validators.json"
+        meta = json.loads(meta_file.read_text()) if meta_file.is_file() and target.is_file() else {}
+        request = urllib.request.Request(self.url, headers={"User-Agent": "ctxkernel"})
+        if meta.get("etag"):
+            request.add_header("If-None-Match", meta["etag"])
+        if meta.get("last_modified"):
+            request.add_header("If-Modified-Since", meta["last_modified"])
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                total = int(response.headers.get("Content-Length") or 0)
+                tmp = target.with_suffix(target.suffix + ".part")
+                done = 0
+                with open(tmp, "wb") as out:
+                    for block in iter(lambda: response.read(1 << 16), b""):
+                        out.write(block)
+                        done += len(block)
+                        if progress:
+                            progress(f"downloading {name}", done, total or done)
+                os.replace(tmp, target)
+                meta = {
+                    "etag": response.headers.get("ETag"),
+                    "last_modified": response.headers.get("Last-Modified"),
+                }
+                meta_file.write_text(json.dumps(meta))
+        except urllib.error.HTTPError as exc:
+            if exc.code != 304:
+                raise UserError(self._unreachable(exc)) from exc
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            if not target.is_file():
+                raise UserError(self._unreachable(exc)) from exc
+        version = "sha256-" + _file_hash(target)[:12]
+        return Snapshot("http", self.origin, version, version, folder, [SourceFile(name, target)])
+
+    def _unreachable(self, exc: Exception) -> str:
+        return (
+            f"cannot download {self.url}: {exc}; index from a local copy instead with --source "
+            "(a saved .html page, a directory, or a git repo with a Markdown conversion)"
+        )
+
+    def upstream_version(self) -> str | None:
+        request = urllib.request.Request(
+            self.url, method="HEAD", headers={"User-Agent": "ctxkernel"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+                return str(
+                    response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
+                )
+        except (urllib.error.URLError, OSError, TimeoutError):
+            return None
+
+
+class FileSource(Source):
+    """A single local file (a saved documentation page)."""
+
+    kind = "file"
+
+    def __init__(self, corpus: Corpus, file: Path) -> None:
+        super().__init__(corpus)
+        self.file = file.expanduser().resolve()
+
+    @property
+    def origin(self) -> str:
+        return str(self.file)
+
+    def materialize(self, progress: Progress | None = None) -> Snapshot:
+        if not self.file.is_file():
+            raise UserError(f"--source {self.file}: no such file")
+        version = "sha256-" + _file_hash(self.file)[:12]
+        return Snapshot(
+            "file",
+            self.origin,
+            version,
+            version,
+            self.file.parent,
+            [SourceFile(self.file.name, self.file)],
+        )
+
+    def upstream_version(self) -> str | None:
+        return "sha256-" + _file_hash(self.file)[:12] if self.file.is_file() else None
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- choosing -----------------------------------------------------------------------------
+
+
+def resolve_source(corpus: Corpus, arg: str | None = None, ref: str = "") -> Source:
+    """The Source for ``--source arg`` (or the corpus's default when arg is None)."""
+    if not arg:
+        spec = corpus.source
+        if spec.git:
+            return GitSource(corpus, spec.git, ref or spec.ref)
+        if spec.url:
+            return HttpSource(corpus, spec.url)
+        if spec.package:
+            return PackageSource(corpus, spec.package.distributions[0])
+        raise UserError(f"corpus {corpus.name} has no source; pass --source")
+    if arg.startswith("pkg:"):
+        name = arg[4:].strip()
+        if not name:
+            raise UserError("--source pkg: needs a distribution name, e.g. pkg:triton")
+        return PackageSource(corpus, name)
+    if arg.startswith("dir:"):
+        return DirSource(corpus, Path(arg[4:]))
+    if arg.startswith(("http://", "https://")):
+        if corpus.source.url and not arg.endswith(".git"):
+            return HttpSource(corpus, arg)
+        return GitSource(corpus, arg, ref)
+    if arg.startswith(("git@", "ssh://", "git://", "file://")):
+        return GitSource(corpus, arg, ref)
+    local = Path(arg).expanduser()
+    if local.is_dir():
+        return (
+            GitSource(corpus, str(local), ref) if _is_git_dir(local) else DirSource(corpus, local)
+        )
+    if local.is_file():
+        return FileSource(corpus, local)
+    raise UserError(
+        f"--source {arg!r}: not a directory, file, URL or pkg:NAME "
+        "(give a git URL, a local git repo or mirror, a directory, or pkg:<distribution>)"
+    )
+
+
+def source_from_record(corpus: Corpus, kind: str, origin: str) -> Source:
+    """Rebuild the Source an index was made from (for ``update`` and freshness)."""
+    if kind == "git":
+        url, _, ref = origin.rpartition("@")
+        return GitSource(corpus, url or origin, ref)
+    if kind == "pkg":
+        return PackageSource(corpus, origin[4:])
+    if kind == "http":
+        return HttpSource(corpus, origin)
+    if kind == "file":
+        return FileSource(corpus, Path(origin))
+    return DirSource(corpus, Path(origin))
+
+
+def iter_wanted(corpus: Corpus, snapshot: Snapshot) -> Iterator[SourceFile]:
+    for f in snapshot.files:
+        if corpus.wants(f.path):
+            yield f
+
+
+def remove_clone(source: Source) -> None:
+    if isinstance(source, GitSource):
+        shutil.rmtree(source.clone_dir(), ignore_errors=True)

@@ -1,0 +1,579 @@
+"""Store: chromadb (vectors, documents, metadata — the truth, local or on a server)
+beside a local per-corpus cache (SQLite chunk table + BM25 lexical index + symbol table).
+
+Layout under the index dir::
+
+    chroma/                 chromadb PersistentClient (absent with --chroma-url)
+    lexical/<corpus>/meta.sqlite   chunks, files, defined names, generation stamp
+    lexical/<corpus>/bm25/         bm25s index over the chunk texts (rebuilt per index run)
+    embeddings.sqlite       vectors by reuse key, so unchanged text is never re-embedded
+
+Writes go chroma first, then the cache, and stale chroma records are removed last, so
+a run killed at any moment leaves a store that answers queries; the next run sees the
+files whose hash does not match and redoes them. ``reconcile`` drops chroma records the
+cache does not know (left by a run killed between the two writes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .corpus import Chunk
+from .errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+RECORD_KEY = "ctxkernel"
+COLLECTION_PREFIX = "ck-"
+CHROMA_BATCH = 1000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks(
+    row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, path TEXT NOT NULL,
+    start_line INT, end_line INT, symbol TEXT, title TEXT, doc TEXT, anchor TEXT,
+    defines TEXT, language TEXT, kind TEXT, arch TEXT, commit_sha TEXT, url TEXT,
+    file_hash TEXT, text TEXT);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, file_hash TEXT, local TEXT, lines INT);
+CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row INT NOT NULL);
+CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
+CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+@dataclass
+class CorpusRecord:
+    """What an index run recorded about a corpus (kept in the chroma collection)."""
+
+    name: str
+    source_kind: str = ""
+    origin: str = ""
+    version: str = ""
+    ref: str = ""
+    indexed_at: float = 0.0
+    files: int = 0
+    chunks: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    model: str = ""
+    generation: str = ""
+    complete: bool = False
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    file_hash: str
+    local: str
+    lines: int
+
+
+def _chunk_to_row(c: Chunk) -> tuple[Any, ...]:
+    return (
+        c.id,
+        c.path,
+        c.start_line,
+        c.end_line,
+        c.symbol,
+        c.title,
+        c.doc,
+        c.anchor,
+        " ".join(c.defines),
+        c.language,
+        c.kind,
+        ",".join(c.arch),
+        c.commit,
+        c.url,
+        c.file_hash,
+        c.text,
+    )
+
+
+_ROW_COLUMNS = "id, path, start_line, end_line, symbol, title, doc, anchor, defines, language, kind, arch, commit_sha, url, file_hash, text"
+
+
+def _row_to_chunk(corpus: str, r: sqlite3.Row | tuple[Any, ...]) -> Chunk:
+    return Chunk(
+        corpus=corpus,
+        path=r[1],
+        start_line=int(r[2]),
+        end_line=int(r[3]),
+        symbol=r[4] or "",
+        title=r[5] or "",
+        doc=r[6] or "",
+        anchor=r[7] or "",
+        defines=tuple((r[8] or "").split()),
+        language=r[9] or "text",
+        kind=r[10] or "source",
+        arch=tuple(a for a in (r[11] or "").split(",") if a),
+        commit=r[12] or "",
+        url=r[13] or "",
+        file_hash=r[14] or "",
+        text=r[15] or "",
+    )
+
+
+def _chunk_metadata(c: Chunk) -> dict[str, Any]:
+    return {
+        "path": c.path, "start_line": c.start_line, "end_line": c.end_line, "symbol": c.symbol[:500],
+        "title": c.title[:500], "doc": c.doc[:1000], "anchor": c.anchor, "defines": " ".join(c.defines)[:1000],
+        "language": c.language, "kind": c.kind, "arch": ",".join(c.arch), "commit": c.commit, "url": c.url,
+        "file_hash": c.file_hash,
+    }  # fmt: skip
+
+
+def _metadata_to_chunk(corpus: str, text: str, m: dict[str, Any]) -> Chunk:
+    return Chunk(
+        corpus=corpus,
+        path=str(m.get("path", "")),
+        start_line=int(m.get("start_line", 1)),
+        end_line=int(m.get("end_line", 1)),
+        text=text or "",
+        symbol=str(m.get("symbol", "")),
+        title=str(m.get("title", "")),
+        doc=str(m.get("doc", "")),
+        anchor=str(m.get("anchor", "")),
+        defines=tuple(str(m.get("defines", "")).split()),
+        language=str(m.get("language", "text")),
+        kind=str(m.get("kind", "source")),
+        arch=tuple(a for a in str(m.get("arch", "")).split(",") if a),
+        commit=str(m.get("commit", "")),
+        url=str(m.get("url", "")),
+        file_hash=str(m.get("file_hash", "")),
+    )
+
+
+class CorpusCache:
+    """The local SQLite + BM25 side of one corpus."""
+
+    def __init__(self, directory: Path, corpus: str) -> None:
+        self.directory = directory
+        self.corpus = corpus
+        self._db: sqlite3.Connection | None = None
+        self._bm25: Any = None
+        self._bm25_rows: Any = None
+        self._bm25_mtime = 0.0
+
+    @property
+    def db_path(self) -> Path:
+        return self.directory / "meta.sqlite"
+
+    @property
+    def bm25_dir(self) -> Path:
+        return self.directory / "bm25"
+
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    def exists(self) -> bool:
+        return self.db_path.is_file()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # info
+    def get_info(self, key: str) -> str | None:
+        row = self.db().execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_info(self, key: str, value: str) -> None:
+        with self.db() as db:
+            db.execute("INSERT OR REPLACE INTO info(key, value) VALUES(?, ?)", (key, value))
+
+    # files and chunks
+    def files(self) -> dict[str, FileEntry]:
+        rows = self.db().execute("SELECT path, file_hash, local, lines FROM files").fetchall()
+        return {r[0]: FileEntry(r[0], r[1] or "", r[2] or "", int(r[3] or 0)) for r in rows}
+
+    def file(self, path: str) -> FileEntry | None:
+        r = (
+            self.db()
+            .execute("SELECT path, file_hash, local, lines FROM files WHERE path=?", (path,))
+            .fetchone()
+        )
+        return FileEntry(r[0], r[1] or "", r[2] or "", int(r[3] or 0)) if r else None
+
+    def chunk_ids_of(self, paths: Iterable[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        db = self.db()
+        for path in paths:
+            out[path] = {r[0] for r in db.execute("SELECT id FROM chunks WHERE path=?", (path,))}
+        return out
+
+    def replace_files(self, entries: Sequence[FileEntry], chunks: Sequence[Chunk]) -> None:
+        """Swap in the chunks of these files in one transaction."""
+        with self.db() as db:
+            for e in entries:
+                rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (e.path,))]
+                db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
+                db.execute("DELETE FROM chunks WHERE path=?", (e.path,))
+                db.execute(
+                    "INSERT OR REPLACE INTO files(path, file_hash, local, lines) VALUES(?,?,?,?)",
+                    (e.path, e.file_hash, e.local, e.lines),
+                )
+            for c in chunks:
+                cur = db.execute(
+                    f"INSERT OR REPLACE INTO chunks({_ROW_COLUMNS}) VALUES({','.join('?' * 16)})",
+                    _chunk_to_row(c),
+                )
+                row = cur.lastrowid
+                names = {n for n in c.defines if n}
+                db.executemany(
+                    "INSERT INTO defines(lname, name, row) VALUES(?,?,?)",
+                    [(n.lower(), n, row) for n in names],
+                )
+
+    def remove_files(self, paths: Iterable[str]) -> None:
+        with self.db() as db:
+            for path in paths:
+                rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (path,))]
+                db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
+                db.execute("DELETE FROM chunks WHERE path=?", (path,))
+                db.execute("DELETE FROM files WHERE path=?", (path,))
+
+    def clear(self) -> None:
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self._bm25 = None
+
+    def all_ids(self) -> set[str]:
+        return {r[0] for r in self.db().execute("SELECT id FROM chunks")}
+
+    def count(self) -> int:
+        return int(self.db().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
+        if not rows:
+            return {}
+        out: dict[int, Chunk] = {}
+        db = self.db()
+        for start in range(0, len(rows), 500):
+            part = list(rows[start : start + 500])
+            q = f"SELECT row, {_ROW_COLUMNS} FROM chunks WHERE row IN ({','.join('?' * len(part))})"
+            for r in db.execute(q, part):
+                out[int(r[0])] = _row_to_chunk(self.corpus, r[1:])
+        return out
+
+    def chunks_by_ids(self, ids: Sequence[str]) -> dict[str, Chunk]:
+        out: dict[str, Chunk] = {}
+        db = self.db()
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            q = f"SELECT {_ROW_COLUMNS} FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+            for r in db.execute(q, part):
+                out[r[0]] = _row_to_chunk(self.corpus, r)
+        return out
+
+    def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        db = self.db()
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            for r in db.execute(
+                f"SELECT id, row FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+            ):
+                out[r[0]] = int(r[1])
+        return out
+
+    def chunks_of_file(self, path: str) -> list[Chunk]:
+        q = f"SELECT {_ROW_COLUMNS} FROM chunks WHERE path=? ORDER BY start_line"
+        return [_row_to_chunk(self.corpus, r) for r in self.db().execute(q, (path,))]
+
+    def defined(self, name: str, *, exact_case: bool = False) -> list[tuple[int, str]]:
+        """(row, name) of chunks that define ``name`` (case-insensitive unless asked)."""
+        rows = (
+            self.db()
+            .execute("SELECT row, name FROM defines WHERE lname=?", (name.lower(),))
+            .fetchall()
+        )
+        if exact_case:
+            rows = [r for r in rows if r[1] == name]
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def defined_names(self) -> list[str]:
+        return [r[0] for r in self.db().execute("SELECT DISTINCT name FROM defines")]
+
+    def iter_rows(self, columns: str = "row, text") -> Iterator[tuple[Any, ...]]:
+        yield from self.db().execute(f"SELECT {columns} FROM chunks ORDER BY row")
+
+    def filter_rows(
+        self, *, paths_glob: str | None, language: str | None, kind: str | None
+    ) -> set[int] | None:
+        """Rows passing the filters, or None when there is no filter."""
+        if not (paths_glob or language or kind):
+            return None
+        clauses, args = [], []
+        if language:
+            clauses.append("language=?")
+            args.append(language)
+        if kind:
+            clauses.append("kind=?")
+            args.append(kind)
+        if paths_glob:
+            clauses.append("path GLOB ?")
+            args.append(paths_glob)
+        q = "SELECT row FROM chunks WHERE " + " AND ".join(clauses)
+        return {int(r[0]) for r in self.db().execute(q, args)}
+
+    # lexical index
+    def build_bm25(self) -> int:
+        import bm25s
+        import numpy as np
+
+        from .tokenize import tokenize
+
+        rows: list[int] = []
+        docs: list[list[str]] = []
+        for row, path, symbol, title, defines, text in self.iter_rows(
+            "row, path, symbol, title, defines, text"
+        ):
+            # the path, symbol and title count too: a query naming a file or symbol finds it
+            tokens = tokenize(f"{path} {symbol} {title} {defines}") + tokenize(text or "")
+            rows.append(int(row))
+            docs.append(tokens or ["<empty>"])
+        tmp = self.directory / f"bm25.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        if docs:
+            model = bm25s.BM25(k1=1.2, b=0.75)
+            model.index(docs, show_progress=False)
+            model.save(str(tmp), show_progress=False)
+        else:
+            tmp.mkdir(parents=True)
+        np.save(tmp / "rows.npy", np.asarray(rows, dtype=np.int64))
+        old = self.directory / f"bm25.old-{os.getpid()}"
+        if self.bm25_dir.exists():
+            os.replace(self.bm25_dir, old)
+        os.replace(tmp, self.bm25_dir)
+        shutil.rmtree(old, ignore_errors=True)
+        self._bm25 = None
+        return len(docs)
+
+    def bm25(self) -> tuple[Any, Any] | None:
+        """(bm25s model, rows array) or None when there is no lexical index yet."""
+        import numpy as np
+
+        rows_file = self.bm25_dir / "rows.npy"
+        if not rows_file.is_file():
+            return None
+        mtime = rows_file.stat().st_mtime
+        if self._bm25 is None or mtime != self._bm25_mtime:
+            import bm25s
+
+            rows = np.load(rows_file)
+            model = (
+                bm25s.BM25.load(str(self.bm25_dir), show_progress=False, mmap=False)
+                if len(rows)
+                else None
+            )
+            self._bm25, self._bm25_rows, self._bm25_mtime = model, rows, mtime
+        if self._bm25 is None:
+            return None
+        return self._bm25, self._bm25_rows
+
+
+class Store:
+    """The index: one chroma collection and one local cache per corpus."""
+
+    def __init__(self, index_dir: Path, chroma_url: str | None = None) -> None:
+        self.index_dir = Path(index_dir)
+        self.chroma_url = chroma_url
+        self._client: Any = None
+        self._caches: dict[str, CorpusCache] = {}
+
+    # chroma
+    def client(self) -> Any:
+        if self._client is None:
+            os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+            import chromadb
+            from chromadb.config import Settings
+
+            settings = Settings(anonymized_telemetry=False)
+            if self.chroma_url:
+                self._client = _http_client(self.chroma_url, settings)
+            else:
+                self.index_dir.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(
+                    path=str(self.index_dir / "chroma"), settings=settings
+                )
+        return self._client
+
+    def collection(self, corpus: str, create: bool = False) -> Any:
+        name = COLLECTION_PREFIX + corpus
+        client = self.client()
+        if create:
+            return client.get_or_create_collection(
+                name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            )
+        try:
+            return client.get_collection(name, embedding_function=None)
+        except Exception:  # chroma raises NotFoundError / ValueError depending on version
+            return None
+
+    def corpora(self) -> list[str]:
+        names = []
+        for col in self.client().list_collections():
+            name = col if isinstance(col, str) else col.name
+            if name.startswith(COLLECTION_PREFIX):
+                names.append(name[len(COLLECTION_PREFIX) :])
+        return sorted(names)
+
+    def record(self, corpus: str) -> CorpusRecord | None:
+        col = self.collection(corpus)
+        if col is None:
+            return None
+        raw = (col.metadata or {}).get(RECORD_KEY)
+        if not raw:
+            return CorpusRecord(name=corpus)
+        data = json.loads(raw)
+        known = {k: v for k, v in data.items() if k in CorpusRecord.__dataclass_fields__}
+        return CorpusRecord(**known)
+
+    def set_record(self, record: CorpusRecord) -> None:
+        col = self.collection(record.name, create=True)
+        col.modify(metadata={RECORD_KEY: json.dumps(record.to_json())})
+
+    def upsert(self, corpus: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        col = self.collection(corpus, create=True)
+        for start in range(0, len(chunks), CHROMA_BATCH):
+            part = chunks[start : start + CHROMA_BATCH]
+            col.upsert(
+                ids=[c.id for c in part],
+                embeddings=vectors[start : start + len(part)],
+                documents=[c.text for c in part],
+                metadatas=[_chunk_metadata(c) for c in part],
+            )
+
+    def delete_ids(self, corpus: str, ids: Iterable[str]) -> None:
+        col = self.collection(corpus)
+        ids = list(ids)
+        if col is None or not ids:
+            return
+        for start in range(0, len(ids), CHROMA_BATCH):
+            col.delete(ids=ids[start : start + CHROMA_BATCH])
+
+    def chroma_ids(self, corpus: str) -> set[str]:
+        col = self.collection(corpus)
+        if col is None:
+            return set()
+        out: set[str] = set()
+        offset = 0
+        while True:
+            got = col.get(include=[], limit=5000, offset=offset)
+            out.update(got["ids"])
+            if len(got["ids"]) < 5000:
+                return out
+            offset += 5000
+
+    def query(
+        self, corpus: str, vector: np.ndarray, n: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        col = self.collection(corpus)
+        if col is None:
+            return []
+        count = col.count()
+        if count == 0:
+            return []
+        got = col.query(
+            query_embeddings=[vector],
+            n_results=min(n, count),
+            where=where or None,
+            include=["distances"],
+        )
+        return list(zip(got["ids"][0], got["distances"][0], strict=False))
+
+    def drop(self, corpus: str) -> None:
+        try:
+            self.client().delete_collection(COLLECTION_PREFIX + corpus)
+        except Exception:
+            pass
+        self.cache(corpus).clear()
+        self._caches.pop(corpus, None)
+
+    # local cache
+    def cache(self, corpus: str) -> CorpusCache:
+        cache = self._caches.get(corpus)
+        if cache is None:
+            cache = CorpusCache(self.index_dir / "lexical" / corpus, corpus)
+            self._caches[corpus] = cache
+        return cache
+
+    def synced_cache(self, corpus: str, record: CorpusRecord | None = None) -> CorpusCache:
+        """The corpus's cache, rebuilt from chroma when another writer moved it on
+        (a shared server, or a cache deleted by hand)."""
+        cache = self.cache(corpus)
+        record = record or self.record(corpus)
+        if record is None:
+            return cache
+        if cache.exists() and cache.get_info("generation") == record.generation:
+            return cache
+        self.rebuild_cache_from_chroma(corpus, record)
+        return cache
+
+    def rebuild_cache_from_chroma(self, corpus: str, record: CorpusRecord) -> None:
+        col = self.collection(corpus)
+        cache = self.cache(corpus)
+        cache.clear()
+        if col is None:
+            return
+        offset = 0
+        by_path: dict[str, list[Chunk]] = {}
+        while True:
+            got = col.get(include=["documents", "metadatas"], limit=2000, offset=offset)
+            for doc, meta in zip(got["documents"], got["metadatas"], strict=False):
+                c = _metadata_to_chunk(corpus, doc or "", dict(meta or {}))
+                by_path.setdefault(c.path, []).append(c)
+            if len(got["ids"]) < 2000:
+                break
+            offset += 2000
+        entries = [
+            FileEntry(p, cs[0].file_hash, "", max(c.end_line for c in cs))
+            for p, cs in by_path.items()
+        ]
+        cache.replace_files(entries, [c for cs in by_path.values() for c in cs])
+        cache.build_bm25()
+        cache.set_info("generation", record.generation)
+
+
+def _http_client(url: str, settings: Any) -> Any:
+    import urllib.parse
+
+    import chromadb
+
+    parsed = urllib.parse.urlparse(url if "://" in url else f"http://{url}")
+    if not parsed.hostname:
+        raise UserError(f"--chroma-url {url!r}: expected http://HOST:PORT")
+    try:
+        return chromadb.HttpClient(
+            host=parsed.hostname,
+            port=parsed.port or 8000,
+            ssl=parsed.scheme == "https",
+            settings=settings,
+        )
+    except Exception as exc:
+        raise UserError(f"cannot reach the chroma server at {url}: {exc}") from exc
+
+
+def new_generation() -> str:
+    return f"{int(time.time())}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,255 @@
+"""Workspace: one index (store + corpus definitions + searcher) and the operations on
+it — index, update, corpora, search, grep, read. The CLI, the agent tools and the MCP
+server all hold a Workspace; it loads the embedding model once and only when needed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import config
+from .corpus import Corpus, Hit, get_corpus, language_for, load_corpora, parse_chunk_id
+from .embed import Embedder
+from .errors import UserError
+from .grep import GrepResult, grep
+from .indexer import IndexReport, index_corpus
+from .progress import Progress
+from .search import Filters, Searcher, SearchResult
+from .sources import resolve_source, source_from_record
+from .store import CorpusRecord, Store
+
+MAX_READ_LINES = 2000
+
+
+@dataclass
+class CorpusStatus:
+    name: str
+    description: str
+    indexed: bool
+    record: CorpusRecord | None = None
+    upstream: str | None = None  # the upstream's version now, when it could be asked
+    size_bytes: int = 0
+    defined: bool = True
+
+    @property
+    def moved_on(self) -> bool | None:
+        if self.record is None or self.upstream is None:
+            return None
+        return self.upstream != self.record.version
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "type": "corpus",
+            "name": self.name,
+            "description": self.description,
+            "indexed": self.indexed,
+            "complete": bool(r and r.complete),
+            "source": r.origin if r else "",
+            "source_kind": r.source_kind if r else "",
+            "version": r.version if r else "",
+            "indexed_at": _iso(r.indexed_at) if r and r.indexed_at else None,
+            "files": r.files if r else 0,
+            "chunks": r.chunks if r else 0,
+            "skipped": r.skipped if r else {},
+            "model": r.model if r else "",
+            "size_bytes": self.size_bytes,
+            "upstream_version": self.upstream,
+            "upstream_moved": self.moved_on,
+            "defined": self.defined,
+        }
+
+
+@dataclass
+class FileRange:
+    corpus: str
+    path: str
+    start_line: int
+    end_line: int
+    lines: list[str]
+    total_lines: int
+    url: str
+    language: str
+    source: str = "file"  # "file" (read from disk) or "chunks" (rebuilt from the index)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "file",
+            "id": f"{self.corpus}:{self.path}:{self.start_line}-{self.end_line}",
+            "corpus": self.corpus,
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "total_lines": self.total_lines,
+            "url": self.url,
+            "language": self.language,
+            "text": "\n".join(self.lines),
+            "from": self.source,
+        }
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+class Workspace:
+    def __init__(self, index_dir: str | Path | None = None, chroma_url: str | None = None) -> None:
+        self.settings = config.resolve(index_dir, chroma_url)
+        self.store = Store(self.settings.index_dir, self.settings.chroma_url)
+        self._embedder: Embedder | None = None
+        self._searcher: Searcher | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.settings.embed_model)
+        return self._embedder
+
+    @property
+    def searcher(self) -> Searcher:
+        if self._searcher is None:
+            self._searcher = Searcher(self.store, self.embedder)
+        return self._searcher
+
+    # --- corpora ---
+    def definitions(self) -> dict[str, Corpus]:
+        return load_corpora()
+
+    def corpus(self, name: str) -> Corpus:
+        return get_corpus(name)
+
+    def index(
+        self,
+        name: str,
+        source: str | None = None,
+        ref: str = "",
+        progress: Progress | None = None,
+        force: bool = False,
+    ) -> IndexReport:
+        corpus = self.corpus(name)
+        src = resolve_source(corpus, source, ref)
+        return index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
+
+    def update(self, name: str, progress: Progress | None = None) -> IndexReport:
+        corpus = self.corpus(name)
+        record = self.store.record(name)
+        if record is None or not record.origin:
+            raise UserError(
+                f"corpus {name!r} is not indexed yet; run `ctxkernel index {name}` first"
+            )
+        src = source_from_record(corpus, record.source_kind, record.origin)
+        return index_corpus(self.store, corpus, src, self.embedder, progress)
+
+    def status(self, check_upstream: bool = True) -> list[CorpusStatus]:
+        defs = self.definitions()
+        indexed = set(self.store.corpora())
+        out: list[CorpusStatus] = []
+        for name in sorted(set(defs) | indexed):
+            corpus = defs.get(name)
+            record = self.store.record(name) if name in indexed else None
+            status = CorpusStatus(
+                name=name,
+                description=corpus.description if corpus else "",
+                indexed=record is not None,
+                record=record,
+                defined=corpus is not None,
+            )
+            if record is not None:
+                status.size_bytes = _dir_size(self.store.index_dir / "lexical" / name)
+                if check_upstream and corpus is not None and record.origin:
+                    try:
+                        status.upstream = source_from_record(
+                            corpus, record.source_kind, record.origin
+                        ).upstream_version()
+                    except UserError:
+                        status.upstream = None
+            out.append(status)
+        return out
+
+    # --- queries ---
+    def search(
+        self,
+        query: str,
+        corpora: list[str] | None = None,
+        k: int = 10,
+        mode: str = "hybrid",
+        path: str | None = None,
+        language: str | None = None,
+        kind: str | None = None,
+    ) -> SearchResult:
+        return self.searcher.search(
+            query, corpora, k, mode, Filters(path=path, language=language, kind=kind)
+        )
+
+    def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
+        return grep(self.store, corpus, pattern, **kwargs)
+
+    def read(self, ref: str, start: int | None = None, end: int | None = None) -> FileRange:
+        """Lines of an indexed file: ``corpus:path[:start-end]``."""
+        corpus, path, s, e = parse_chunk_id(ref)
+        start = start if start is not None else s
+        end = end if end is not None else e
+        if corpus not in self.store.corpora():
+            have = ", ".join(self.store.corpora()) or "none"
+            raise UserError(f"corpus {corpus!r} is not indexed (indexed: {have})")
+        cache = self.store.synced_cache(corpus)
+        entry = cache.file(path)
+        if entry is None:
+            raise UserError(
+                f"{corpus}:{path} is not an indexed file (try `ctxkernel search` or `grep` to find paths)"
+            )
+        lines, source = _file_lines(entry.local)
+        if lines is None:
+            lines, source = _lines_from_chunks(cache.chunks_of_file(path)), "chunks"
+        total = len(lines)
+        start = start or 1
+        end = end or min(total, start + MAX_READ_LINES - 1)
+        if start > total:
+            raise UserError(f"bad range {start}-{end}: {corpus}:{path} has {total} lines")
+        end = min(end, total)
+        corpus_def = load_corpora().get(corpus)
+        record = self.store.record(corpus)
+        url = (
+            corpus_def.link(ref=record.ref if record else "", path=path, start=start, end=end)
+            if corpus_def
+            else ""
+        )
+        return FileRange(
+            corpus, path, start, end, lines[start - 1 : end], total, url, language_for(path), source
+        )
+
+    def hits_to_json(self, hits: list[Hit]) -> list[dict[str, Any]]:
+        return [h.to_json() for h in hits]
+
+
+def _file_lines(local: str) -> tuple[list[str] | None, str]:
+    if not local:
+        return None, ""
+    try:
+        return Path(local).read_text(encoding="utf-8", errors="replace").splitlines(), "file"
+    except OSError:
+        return None, ""
+
+
+def _lines_from_chunks(chunks: list[Any]) -> list[str]:
+    lines: list[str] = []
+    for c in chunks:
+        while len(lines) < c.start_line - 1:
+            lines.append("")
+        body = c.text.splitlines()
+        for i, text in enumerate(body):
+            n = c.start_line + i
+            if n <= len(lines):
+                continue
+            lines.append(text)
+    return lines
+
+
+def _dir_size(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())

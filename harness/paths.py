@@ -1,0 +1,71 @@
+"""Where ctxkernel keeps its state: home, indexes, runs, caches.
+
+Shared by the harness and the retrieval side (``ctxkernel.config`` builds on it), and
+free of heavy imports so the harness runs on a GPU machine without the retrieval stack.
+
+Rules, in order:
+- ``CTXKERNEL_HOME`` set: everything lives under it (``indexes/``, ``runs/``, ``cache/``,
+  ``corpora/`` for user corpus definitions).
+- running from a source checkout (``pyproject.toml`` beside the package): ``indexes/`` and
+  ``runs/`` at the checkout root, caches under the XDG cache dir.
+- otherwise: XDG data dir (``~/.local/share/ctxkernel``) and XDG cache dir.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP = "ctxkernel"
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value).expanduser() if value else None
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from, if it runs from one."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "ctxkernel").is_dir():
+        return root
+    return None
+
+
+def home() -> Path:
+    """The directory that holds indexes and runs."""
+    explicit = _env_path("CTXKERNEL_HOME")
+    if explicit is not None:
+        return explicit
+    root = checkout_root()
+    if root is not None:
+        return root
+    data = _env_path("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return data / APP
+
+
+def cache_dir() -> Path:
+    """Clones, downloads, measured device ceilings: safe to delete, rebuilt on demand."""
+    explicit = _env_path("CTXKERNEL_HOME")
+    if explicit is not None:
+        return explicit / "cache"
+    cache = _env_path("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return cache / APP
+
+
+def config_dir() -> Path:
+    """User configuration: extra corpus definitions live in ``<config_dir>/corpora``."""
+    explicit = _env_path("CTXKERNEL_HOME")
+    if explicit is not None:
+        return explicit
+    config = _env_path("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return config / APP
+
+
+def default_index_dir() -> Path:
+    return home() / "indexes"
+
+
+def default_runs_dir() -> Path:
+    explicit = _env_path("CTXKERNEL_RUNS")
+    return explicit if explicit is not None else home() / "runs"
