@@ -54,7 +54,7 @@ LANGUAGES: dict[str, tuple[str, str]] = {
 
 # Target architecture tags, read from paths and text.
 _ARCH_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\bsm_?(\d{2,3})[af]?\b", re.I), ""),
+    (re.compile(r"(?<![A-Za-z0-9])sm_?(\d{2,3})[af]?(?![0-9])", re.I), ""),
     (re.compile(r"\bampere\b", re.I), "sm80"),
     (re.compile(r"\bhopper\b", re.I), "sm90"),
     (re.compile(r"\bblackwell\b", re.I), "sm100"),

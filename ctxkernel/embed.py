@@ -109,7 +109,12 @@ class Embedder:
 
     @property
     def dimension(self) -> int:
-        return int(self._model().get_sentence_embedding_dimension())
+        model = self._model()
+        getter = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
+        return int(getter())
 
     def embed(
         self,

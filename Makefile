@@ -1,0 +1,55 @@
+# ctxkernel: setup, tests, lint, demo, benchmarks. `make help` lists the targets.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CK := $(VENV)/bin/ctxkernel
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+export TRITON_DEFAULT_FP_FUSION := 1
+
+.PHONY: help setup test lint format demo bench gpu-validate clean
+
+help:
+	@echo "make setup   create $(VENV): torch (CPU build first), then ctxkernel with dev extras"
+	@echo "make test    setup + lint + the test suite (CPU; GPU tests are skipped without a GPU)"
+	@echo "make demo    setup + index the Triton and CuTeDSL sources of the installed packages, then search and grep"
+	@echo "make bench   retrieval benchmarks (bench/index_bench.py); results go to bench/RESULTS.md by hand"
+	@echo "make lint    ruff check, ruff format --check, mypy"
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first: a plain `torch` requirement with no torch installed pulls a multi-GB CUDA build
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e '.[dev,cutedsl]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+lint: setup
+	$(VENV)/bin/ruff check ctxkernel harness tests bench examples
+	$(VENV)/bin/ruff format --check ctxkernel harness tests bench examples
+	$(VENV)/bin/mypy
+
+format: setup
+	$(VENV)/bin/ruff format ctxkernel harness tests bench examples
+	$(VENV)/bin/ruff check --fix ctxkernel harness tests bench examples
+
+test: setup lint
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: setup
+	$(CK) index triton --source pkg:triton
+	$(CK) index cutlass --source pkg:nvidia-cutlass-dsl
+	$(CK) corpora --offline
+	$(CK) search "how do I time a kernel and get the median" --corpus triton -k 3
+	$(CK) search "partition a tensor across threads with a tiled copy" --corpus cutlass -k 3
+	$(CK) search make_tiled_copy -k 3
+	$(CK) grep "def do_bench" --corpus triton -C 2
+
+bench: setup
+	$(PY) bench/index_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

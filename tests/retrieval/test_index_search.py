@@ -1,0 +1,190 @@
+"""Index end to end on a git repo the test builds: search, incremental update, skips,
+an interrupted run that resumes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ctxkernel import Workspace
+from ctxkernel.store import Store
+
+from .conftest import Repo
+
+
+@pytest.fixture
+def ws(isolated_home: Path) -> Workspace:
+    return Workspace()
+
+
+def test_index_then_paraphrased_query_finds_planted_chunk(
+    ws: Workspace, demo_corpus: str, upstream: Repo
+) -> None:
+    report = ws.index(demo_corpus)
+    assert report.files_total == 3 and report.files_changed == 3
+    assert report.chunks_total > 4
+    assert report.embedded > 0
+    hits = ws.search(
+        "avoid bank conflicts when reading columns of a tile in shared memory", k=5
+    ).hits
+    assert hits[0].chunk.symbol == "planted_swizzle_shared_memory_banks"
+    top = hits[0].chunk
+    assert top.path == "src/kernels.py"
+    assert top.url.startswith("https://example.invalid/blob/" + upstream.repo.head.commit.hexsha)
+    assert top.url.endswith(f"#L{top.start_line}-L{top.end_line}")
+    assert top.commit == upstream.repo.head.commit.hexsha
+    # every mode answers; filters hold
+    for mode in ("lexical", "dense"):
+        assert ws.search("ring buffer pipeline stages", k=3, mode=mode).hits
+    docs_only = ws.search("stages barrier producer", kind="doc").hits
+    assert docs_only and all(h.chunk.kind == "doc" for h in docs_only)
+    cpp_only = ws.search("tiled copy", language="cpp").hits
+    assert cpp_only and all(h.chunk.language == "cpp" for h in cpp_only)
+    glob_only = ws.search("softmax", path="src/*").hits
+    assert glob_only and all(h.chunk.path.startswith("src/") for h in glob_only)
+
+
+def test_symbol_query_ranks_definition_first(ws: Workspace, demo_corpus: str) -> None:
+    ws.index(demo_corpus)
+    hit = ws.search("make_tiled_copy", k=3).hits[0]
+    assert hit.chunk.path == "include/copy.hpp"
+    assert "make_tiled_copy" in hit.chunk.defines
+
+
+def test_update_reindexes_only_the_changed_file(
+    ws: Workspace, demo_corpus: str, upstream: Repo
+) -> None:
+    first = ws.index(demo_corpus)
+    upstream.write(
+        "docs/guide.md",
+        (upstream.path / "docs/guide.md").read_text()
+        + "\n## Tails\n\nMasked loads handle the ragged tail of a row.\n",
+    )
+    upstream.remove("include/copy.hpp")
+    upstream.commit("edit guide, drop header")
+    report = ws.update(demo_corpus)
+    assert report.files_changed == 1
+    assert report.files_removed == 1
+    assert report.files_unchanged == 1
+    # only the new section's text had to be embedded; the guide's other sections were reused
+    assert 0 < report.embedded < first.embedded
+    assert report.embeddings_reused >= 1
+    assert not ws.search("make_tiled_copy", mode="lexical").hits or all(
+        h.chunk.path != "include/copy.hpp" for h in ws.search("make_tiled_copy").hits
+    )
+    hits = ws.search("ragged tail masked loads", k=3).hits
+    assert hits[0].chunk.path == "docs/guide.md"
+    record = ws.store.record(demo_corpus)
+    assert (
+        record is not None
+        and record.complete
+        and record.version == upstream.repo.head.commit.hexsha
+    )
+    # a no-op run touches nothing
+    again = ws.update(demo_corpus)
+    assert again.files_changed == 0 and again.embedded == 0
+
+
+def test_binary_huge_non_utf8_files_are_skipped_and_counted(
+    ws: Workspace, demo_corpus: str, upstream: Repo
+) -> None:
+    (upstream.path / "src" / "blob.py").write_bytes(b"\x00\x01binary")
+    (upstream.path / "src" / "latin.py").write_bytes("caf\xe9 = 1\n".encode("latin-1"))
+    (upstream.path / "src" / "huge.py").write_text("x = 1\n" * 1_000_000)
+    upstream.commit("odd files")
+    report = ws.index(demo_corpus)
+    assert report.skipped == {"binary": 1, "non_utf8": 1, "huge": 1}
+    record = ws.store.record(demo_corpus)
+    assert record is not None and record.skipped["huge"] == 1
+
+
+def test_interrupted_index_still_answers_and_resumes(
+    ws: Workspace, demo_corpus: str, upstream: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws.index(demo_corpus)
+    for i in range(6):
+        upstream.write(
+            f"src/more_{i}.py",
+            f'def extra_{i}():\n    """Extra helper number {i}."""\n    return {i}\n',
+        )
+    upstream.commit("more files")
+    import ctxkernel.indexer as indexer
+
+    monkeypatch.setattr(indexer, "BATCH_CHUNKS", 1)
+    calls = {"n": 0}
+    real = Store.upsert
+
+    def dying_upsert(self: Store, corpus: str, chunks: object, vectors: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C mid-run
+        real(self, corpus, chunks, vectors)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "upsert", dying_upsert)
+    with pytest.raises(KeyboardInterrupt):
+        ws.update(demo_corpus)
+    monkeypatch.setattr(Store, "upsert", real)
+    fresh = Workspace()
+    record = fresh.store.record(demo_corpus)
+    assert record is not None and not record.complete  # `corpora` shows the run as unfinished
+    assert fresh.search("avoid bank conflicts swizzle", k=3).hits  # still answers
+    report = fresh.update(demo_corpus)
+    assert report.files_changed == 4  # the six new files minus the two written before the interrupt
+    done = fresh.store.record(demo_corpus)
+    assert done is not None and done.complete
+    cache = fresh.store.cache(demo_corpus)
+    assert cache.all_ids() == fresh.store.chroma_ids(demo_corpus)
+    assert fresh.search("extra helper number 5", k=10, mode="lexical").hits
+
+
+def test_killed_index_process_leaves_a_working_store(
+    demo_corpus: str, upstream: Repo, isolated_home: Path
+) -> None:
+    """SIGKILL at a random point of a real CLI run, then a second run completes it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for i in range(40):
+        upstream.write(
+            f"src/gen_{i}.py",
+            "\n".join(
+                f"def f{i}_{j}():\n    '''Generated helper {i} {j}.'''\n    return {j}\n"
+                for j in range(8)
+            ),
+        )
+    upstream.commit("many files")
+    env = {**os.environ, "CTXKERNEL_HOME": str(isolated_home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxkernel", "index", demo_corpus],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    cache_db = isolated_home / "indexes" / "lexical" / demo_corpus / "meta.sqlite"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if cache_db.exists() and Workspace().store.cache(demo_corpus).count() > 0:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ws = Workspace()
+    report = ws.index(demo_corpus)
+    assert ws.store.record(demo_corpus).complete  # type: ignore[union-attr]
+    assert (
+        report.chunks_total
+        == ws.store.cache(demo_corpus).count()
+        == len(ws.store.chroma_ids(demo_corpus))
+    )
+    assert ws.search("Generated helper 39 7", mode="lexical", k=3).hits
+
+
+def test_embeddings_are_reused_across_forced_reindex(ws: Workspace, demo_corpus: str) -> None:
+    ws.index(demo_corpus)
+    report = ws.index(demo_corpus, force=True)
+    assert report.files_changed == 3
+    assert report.embedded == 0 and report.embeddings_reused > 0
