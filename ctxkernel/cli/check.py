@@ -1,0 +1,31 @@
+"""``ctxkernel check PROBLEM CANDIDATE``: the harness's check, under the ctxkernel CLI.
+
+A thin wrapper: the options and the work live in ``harness.cli``; harness usage errors
+become ``UserError`` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from harness.cli import check_options, execute_check
+from harness.errors import UsageError
+
+from ..errors import UserError
+
+
+@click.command("check")
+@check_options
+def check_cmd(**kwargs: Any) -> int:
+    """Check CANDIDATE against PROBLEM: pre-checks, compile, run, correctness, anti-cheat.
+
+    PROBLEM is a native problem.py (or its directory), a GPU MODE reference.py directory
+    or a KernelBench Model file. Exit 0 when every rung passed, 1 when the verdict is a
+    failure, 2 on a usage error.
+    """
+    try:
+        return execute_check(**kwargs)
+    except UsageError as exc:
+        raise UserError(str(exc)) from None

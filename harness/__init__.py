@@ -1,0 +1,64 @@
+"""ctxkernel's verification harness: turns a candidate GPU kernel into a verdict.
+
+A ``Problem`` (native ``problem.py``, GPU MODE ``reference.py`` or KernelBench ``Model``)
+and a ``Candidate`` go to a ``Runner``; the runner spawns an isolated worker, the rung
+ladder (pre-checks, compile, run, correctness, anti-cheat) drives it over a private
+channel, and the answer is a ``Verdict`` (JSON document and compact LLM feedback).
+
+This package never imports the retrieval stack (chromadb, sentence-transformers) nor
+``ctxkernel``: it must run on a bare GPU machine. The public API is imported lazily so
+``import harness`` (done by the worker process too) stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .candidate import Candidate, load_candidate
+    from .errors import HarnessError, UsageError
+    from .problem import Problem, Tolerance, load_problem
+    from .runner import LocalRunner, Runner, RunOptions, check
+    from .verdict import RungResult, Verdict
+
+__all__ = [
+    "Candidate",
+    "HarnessError",
+    "LocalRunner",
+    "Problem",
+    "RunOptions",
+    "RungResult",
+    "Runner",
+    "Tolerance",
+    "UsageError",
+    "Verdict",
+    "check",
+    "load_candidate",
+    "load_problem",
+]
+
+_EXPORTS = {
+    "Candidate": "candidate",
+    "load_candidate": "candidate",
+    "HarnessError": "errors",
+    "UsageError": "errors",
+    "Problem": "problem",
+    "Tolerance": "problem",
+    "load_problem": "problem",
+    "LocalRunner": "runner",
+    "RunOptions": "runner",
+    "Runner": "runner",
+    "check": "runner",
+    "RungResult": "verdict",
+    "Verdict": "verdict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(f".{module_name}", __name__)
+    return getattr(module, name)

@@ -1,0 +1,71 @@
+"""CUDA C++ through ``torch.utils.cpp_extension.load_inline``/``load``.
+
+Launch counting wraps the loaders so every function of the extension module they return
+counts its calls. Build failures (``RuntimeError: Error building extension``) are compile
+errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+from . import Backend, LaunchCounter
+
+
+class CudaInlineBackend(Backend):
+    name = "cuda_inline"
+    requires_gpu = True
+    enforce_launches = True
+
+    def detect(self, imports: set[str], source: str) -> bool:
+        return "load_inline" in source or any(
+            name.startswith("torch.utils.cpp_extension") for name in imports
+        )
+
+    def prepare_worker(self, device: str) -> LaunchCounter | None:
+        try:
+            import torch.utils.cpp_extension as cpp_extension
+        except ImportError:
+            return None
+        counter = LaunchCounter()
+        for name in ("load_inline", "load"):
+            original = getattr(cpp_extension, name, None)
+            if original is not None and not getattr(original, "_ctxkernel_counted", False):
+                setattr(cpp_extension, name, _counting_loader(original, counter))
+        return counter
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        text = str(exc)
+        return "Error building extension" in text or (
+            "ninja" in text.lower() and "failed" in text.lower()
+        )
+
+
+def _counting_loader(original: Any, counter: LaunchCounter) -> Any:
+    @functools.wraps(original)
+    def load(*args: Any, **kwargs: Any) -> Any:
+        module = original(*args, **kwargs)
+        if not isinstance(module, types.ModuleType):
+            return module
+        proxy = types.ModuleType(module.__name__)
+        for attr in dir(module):
+            value = getattr(module, attr)
+            if callable(value) and not attr.startswith("_"):
+                setattr(proxy, attr, _counted(value, counter))
+            else:
+                setattr(proxy, attr, value)
+        return proxy
+
+    load._ctxkernel_counted = True  # type: ignore[attr-defined]
+    return load
+
+
+def _counted(fn: Any, counter: LaunchCounter) -> Any:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        counter.count += 1
+        return fn(*args, **kwargs)
+
+    return call

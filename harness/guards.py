@@ -1,0 +1,617 @@
+"""Runtime guards installed in the worker before the candidate is imported.
+
+- ``install_audit_guard``: a ``sys.addaudithook`` policy, active while candidate code runs:
+  no subprocess except an allowlist of compilers, no fork/exec/system, no thread creation
+  (audit events where Python has them, wrappers around ``_thread``/``threading`` where it
+  does not), no writes outside the worker's temp dir, no network, no new audit hooks, no
+  ``__code__`` swaps; frame walking, ``gc`` object discovery and ``exec``/``compile`` are
+  refused when the candidate's own code asks for them directly. Violations are recorded
+  even when the candidate catches the exception.
+- ``IdentitySnapshot``: the identity of critical functions (timers, validators, the
+  reference's building blocks, harness internals, ``sys.modules`` entries); checked after
+  import and after every call so a monkeypatch is reported by name.
+- ``OpRecorder``: a TorchDispatchMode + TorchFunctionMode pair that records the ATen ops
+  and torch functions a call makes, so a forbidden library op is caught at run time.
+- ``ProcessState``: live thread count and signal handlers, to catch work left running.
+
+An in-process guard cannot be perfect against code that shares the process; the parent's
+checks (reference in another process, inputs and outputs compared there) are the primary
+defence and these are the second line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+ALLOWED_PROGRAMS = frozenset(
+    {
+        "ptxas",
+        "nvcc",
+        "nvdisasm",
+        "cuobjdump",
+        "nvlink",
+        "fatbinary",
+        "cicc",
+        "ninja",
+        "c++",
+        "g++",
+        "gcc",
+        "cc",
+        "clang",
+        "clang++",
+        "ld",
+        "as",
+        "ldconfig",
+        "which",
+        "x86_64-linux-gnu-gcc",
+        "x86_64-linux-gnu-g++",
+        "aarch64-linux-gnu-gcc",
+        "aarch64-linux-gnu-g++",
+    }
+)
+_VERSION_SUFFIX = re.compile(r"^(.*?)(-\d+(\.\d+)*)?$")
+
+WRITE_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.symlink": (1,),
+    "os.link": (1,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
+_INDIRECT_FRAME_MODULES = ("inspect.py",)
+
+
+class HarnessGuardError(PermissionError):
+    """Raised inside the candidate when a guard refuses an operation."""
+
+
+@dataclass
+class Violation:
+    kind: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass
+class AuditGuard:
+    """Handle on the installed hook: switch it on around candidate code, read violations."""
+
+    activate: Callable[[], None]
+    deactivate: Callable[[], None]
+    take_violations: Callable[[], list[Violation]]
+    is_active: Callable[[], bool]
+
+
+def program_name(path: Any) -> str:
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    base = os.path.basename(text.strip())
+    match = _VERSION_SUFFIX.match(base)
+    return match.group(1) if match else base
+
+
+def install_audit_guard(
+    workdir: str, allowed_programs: Iterable[str] = ALLOWED_PROGRAMS
+) -> AuditGuard:
+    """Install the audit hook (permanently: audit hooks cannot be removed) and return its handle.
+
+    State lives in this closure, not in module globals, so the candidate cannot flip it
+    through ``sys.modules``.
+    """
+    root = os.path.realpath(workdir)
+    allowed = frozenset(allowed_programs)
+    state = {"active": False, "busy": False}
+    violations: list[Violation] = []
+    seen: set[str] = set()
+    getframe = sys._getframe
+    realpath = os.path.realpath
+    fspath = os.fsdecode
+    start_new_thread_names = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+
+    def record(kind: str, message: str) -> None:
+        if message not in seen and len(violations) < 64:
+            seen.add(message)
+            violations.append(Violation(kind, message))
+
+    def refuse(kind: str, message: str) -> None:
+        record(kind, message)
+        raise HarnessGuardError(f"ctxkernel harness: {message}")
+
+    def inside(path: Any) -> bool:
+        if isinstance(path, int):
+            return True
+        try:
+            text = fspath(path)
+        except TypeError:
+            return True
+        full = realpath(text)
+        if full == root or full.startswith(root + os.sep):
+            return True
+        return any(full == dev or full.startswith(dev) for dev in _WRITABLE_DEVICES)
+
+    def candidate_frame(depth: int) -> bool:
+        """Whether the code that triggered the event is the candidate's own (or reached
+        it through ``inspect``)."""
+        frame: types.FrameType | None
+        try:
+            frame = getframe(3)  # 0 this, 1 _check, 2 hook, 3 the code that raised the event
+        except ValueError:
+            return False
+        for level in range(depth):
+            if frame is None:
+                return False
+            filename = frame.f_code.co_filename
+            if filename.startswith(root + os.sep):
+                return True
+            if level == 0 and not filename.endswith(_INDIRECT_FRAME_MODULES):
+                return False
+            frame = frame.f_back
+        return False
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if not state["active"] or state["busy"]:
+            return
+        state["busy"] = True
+        try:
+            _check(event, args)
+        finally:
+            state["busy"] = False
+
+    def _check(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open":
+            path, mode, flags = ([*list(args), None, None, None])[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and mode is None and bool(flags & _WRITE_FLAGS)
+            )
+            if writing and path is not None and not inside(path):
+                refuse(
+                    "write",
+                    f"writing outside the worker's temp dir is not allowed ({fspath(path)!s})",
+                )
+            return
+        if event in WRITE_EVENTS:
+            for index in WRITE_EVENTS[event]:
+                if index < len(args) and args[index] is not None and not inside(args[index]):
+                    refuse(
+                        "write",
+                        f"{event} outside the worker's temp dir is not allowed ({args[index]!s})",
+                    )
+            return
+        if event in ("subprocess.Popen", "os.posix_spawn"):
+            executable = args[0] if args and args[0] else None
+            argv = args[1] if len(args) > 1 else None
+            name = program_name(executable) if executable else ""
+            if not name and isinstance(argv, (list, tuple)) and argv:
+                name = program_name(argv[0])
+            elif not name and isinstance(argv, (str, bytes)):
+                name = program_name(os.fsdecode(argv).split()[0]) if argv.strip() else ""
+            if name not in allowed:
+                refuse(
+                    "process",
+                    f"starting a subprocess ({name or argv!s}) is not allowed; only compilers may run",
+                )
+            return
+        if event in ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "pty.spawn"):
+            refuse("process", f"process creation ({event}) is not allowed in candidate code")
+        if event in start_new_thread_names:
+            refuse("thread", f"thread creation ({event}) is not allowed in candidate code")
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            target = args[0] if args else None
+            if event != "os.kill" or target not in (os.getpid(), 0):
+                refuse("process", f"sending signals ({event}) is not allowed in candidate code")
+            return
+        if event in (
+            "socket.connect",
+            "socket.bind",
+            "socket.sendto",
+            "socket.sendmsg",
+            "socket.getaddrinfo",
+        ):
+            refuse("network", f"network access ({event}) is not allowed in candidate code")
+        if event in (
+            "sys.addaudithook",
+            "sys.settrace",
+            "sys.setprofile",
+            "sys.monitoring.register_callback",
+        ):
+            refuse("introspection", f"{event} is not allowed in candidate code")
+        if event == "object.__setattr__":
+            if len(args) >= 2 and args[1] == "__code__":
+                refuse(
+                    "monkeypatch",
+                    f"replacing the __code__ of {getattr(args[0], '__qualname__', args[0])!s} is not allowed",
+                )
+            return
+        if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            if candidate_frame(2):
+                refuse(
+                    "introspection", f"{event} (walking the heap) is not allowed in candidate code"
+                )
+            return
+        if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
+            if candidate_frame(2):
+                refuse("introspection", f"frame walking ({event}) is not allowed in candidate code")
+            return
+        if event == "object.__getattr__":
+            if len(args) >= 2 and args[1] in _FRAME_ATTRS and candidate_frame(1):
+                refuse(
+                    "introspection",
+                    f"reading {args[1]} (frame walking) is not allowed in candidate code",
+                )
+            return
+        if event in ("exec", "compile", "marshal.loads", "pickle.find_class"):
+            if candidate_frame(1):
+                refuse("dynamic-code", f"dynamic code ({event}) is not allowed in candidate code")
+            return
+        if event in ("ctypes.string_at", "ctypes.cdata", "ctypes.addressof", "ctypes.wstring_at"):
+            if candidate_frame(1):
+                refuse("memory", f"raw memory access ({event}) is not allowed in candidate code")
+            return
+
+    sys.addaudithook(hook)
+    _wrap_thread_starters(state, refuse)
+
+    def take() -> list[Violation]:
+        out = list(violations)
+        violations.clear()
+        return out
+
+    def activate() -> None:
+        state["active"] = True
+
+    def deactivate() -> None:
+        state["active"] = False
+
+    def active() -> bool:
+        return bool(state["active"])
+
+    return AuditGuard(activate, deactivate, take, active)
+
+
+def _wrap_thread_starters(state: dict[str, bool], refuse: Callable[[str, str], None]) -> None:
+    """Python < 3.12 has no audit event for thread creation: wrap the starters instead."""
+    import _thread
+
+    def make(original: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if state["active"]:
+                refuse("thread", f"thread creation ({name}) is not allowed in candidate code")
+            return original(*args, **kwargs)
+
+        guarded.__name__ = getattr(original, "__name__", name)
+        return guarded
+
+    for module, attr in (
+        (_thread, "start_new_thread"),
+        (_thread, "start_new"),
+        (_thread, "start_joinable_thread"),
+        (threading, "_start_new_thread"),
+        (threading, "_start_joinable_thread"),
+    ):
+        original = getattr(module, attr, None)
+        if original is not None:
+            setattr(module, attr, make(original, f"{module.__name__}.{attr}"))
+
+
+# -- identity snapshot -------------------------------------------------------------------
+
+CRITICAL = [
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "time.time",
+    "time.time_ns",
+    "time.monotonic",
+    "time.monotonic_ns",
+    "time.sleep",
+    "torch.allclose",
+    "torch.isclose",
+    "torch.equal",
+    "torch.testing.assert_close",
+    "torch.softmax",
+    "torch.matmul",
+    "torch.mm",
+    "torch.bmm",
+    "torch.addmm",
+    "torch.nn.functional.softmax",
+    "torch.nn.functional.linear",
+    "torch.nn.functional.rms_norm",
+    "torch.nn.functional.layer_norm",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.record",
+    "torch.cuda.Event.synchronize",
+    "triton.testing.do_bench",
+    "triton.testing.do_bench_cudagraph",
+]
+_SNAPSHOT_MODULES = [
+    "time",
+    "builtins",
+    "torch",
+    "torch.nn.functional",
+    "torch.testing",
+    "torch.cuda",
+    "torch.utils._python_dispatch",
+    "torch.overrides",
+    "triton.testing",
+    "numpy",
+]
+_SNAPSHOT_CLASSES = [
+    ("torch", "Tensor"),
+    ("torch._C", "TensorBase"),
+    ("torch.cuda", "Event"),
+    ("torch.cuda", "Stream"),
+    ("triton.runtime.jit", "JITFunction"),
+    ("triton.runtime.interpreter", "InterpretedFunction"),
+    ("triton.runtime.autotuner", "Autotuner"),
+]
+
+
+def _resolve(dotted: str) -> Any:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        obj: Any = module
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise LookupError(dotted)
+
+
+def _fingerprint(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, types.FunctionType):
+        return (value, value.__code__, value.__defaults__, value.__kwdefaults__)
+    return (value,)
+
+
+@dataclass
+class IdentitySnapshot:
+    """Which object each critical name pointed to when the worker started."""
+
+    entries: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    modules: dict[str, types.ModuleType] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, extra_modules: Iterable[str] = ()) -> IdentitySnapshot:
+        snap = cls()
+        for name in CRITICAL:
+            try:
+                snap.entries[name] = _fingerprint(_resolve(name))
+            except (LookupError, AttributeError):
+                continue
+        for module_name in [*_SNAPSHOT_MODULES, *extra_modules]:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            snap.modules[module_name] = module
+            for attr, value in list(vars(module).items()):
+                if module_name in ("torch", "torch.cuda", "numpy") and attr.startswith("_"):
+                    continue
+                if callable(value) or isinstance(value, types.ModuleType):
+                    snap.entries.setdefault(f"{module_name}.{attr}", _fingerprint(value))
+        for module_name, class_name in _SNAPSHOT_CLASSES:
+            module = sys.modules.get(module_name)
+            cls_obj = getattr(module, class_name, None) if module is not None else None
+            if not isinstance(cls_obj, type):
+                continue
+            prefix = f"{module_name}.{class_name}" if module_name != "torch._C" else "torch.Tensor"
+            for attr, value in list(vars(cls_obj).items()):
+                if callable(value) or isinstance(value, (property, classmethod, staticmethod)):
+                    snap.entries.setdefault(f"{prefix}.{attr}", _fingerprint(value))
+        return snap
+
+    def changed(self) -> list[str]:
+        """Names whose object (or function code/defaults) is no longer the original."""
+        out: list[str] = []
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                out.append(f"sys.modules[{name!r}]")
+        for name, original in self.entries.items():
+            try:
+                current = _lookup_entry(name, self.modules)
+            except (LookupError, AttributeError):
+                out.append(name + " (deleted)")
+                continue
+            fp = _fingerprint(current)
+            if len(fp) != len(original) or any(
+                a is not b for a, b in zip(fp, original, strict=False)
+            ):
+                out.append(name)
+        return out
+
+
+def _lookup_entry(name: str, modules: dict[str, types.ModuleType]) -> Any:
+    # Resolve against the snapshot's module objects, so swapping sys.modules entries is
+    # reported once (above) and attribute changes on the real modules are still seen.
+    best = ""
+    for module_name in modules:
+        if (name == module_name or name.startswith(module_name + ".")) and len(module_name) > len(
+            best
+        ):
+            best = module_name
+    if best:
+        obj: Any = modules[best]
+        rest = name[len(best) + 1 :]
+        for attr in rest.split(".") if rest else []:
+            obj = _class_attr(obj, attr)
+        return obj
+    return _resolve(name)
+
+
+def _class_attr(obj: Any, attr: str) -> Any:
+    # Raw class-dict values: getattr would bind classmethods into fresh objects.
+    if isinstance(obj, type):
+        for klass in obj.__mro__:
+            if attr in vars(klass):
+                return vars(klass)[attr]
+    return getattr(obj, attr)
+
+
+def snapshot_harness_modules() -> list[str]:
+    return sorted(name for name in sys.modules if name == "harness" or name.startswith("harness."))
+
+
+# -- op recording ------------------------------------------------------------------------
+
+
+class OpRecorder:
+    """Records ATen ops (dispatch mode) and torch functions (function mode) during a call."""
+
+    def __init__(self) -> None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.aten: Counter[str] = Counter()
+        self.functions: Counter[str] = Counter()
+        aten = self.aten
+        functions = self.functions
+
+        class _Dispatch(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:  # keeps torch._dynamo (2 s import) out
+                return False
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                packet = getattr(func, "_overloadpacket", func)
+                aten[str(packet).replace(".", "::", 1)] += 1
+                return func(*args, **(kwargs or {}))
+
+        class _Function(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                functions[getattr(func, "__name__", str(func))] += 1
+                return func(*args, **(kwargs or {}))
+
+        self._dispatch_cls = _Dispatch
+        self._function_cls = _Function
+        self._modes: list[Any] = []
+        self._torch = torch
+
+    def reset(self) -> None:
+        self.aten.clear()
+        self.functions.clear()
+
+    def __enter__(self) -> OpRecorder:
+        self._modes = [self._function_cls(), self._dispatch_cls()]
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes = []
+
+    def warm_up(self) -> None:
+        """The first use of the modes imports a lot; pay for it before the candidate runs."""
+        with self:
+            x = self._torch.ones(4)
+            (x + x).sum()
+
+
+# -- process state -----------------------------------------------------------------------
+
+
+def _thread_count() -> int:
+    import _thread
+
+    counter = getattr(_thread, "_count", None)
+    return int(counter()) if counter is not None else threading.active_count()
+
+
+@dataclass
+class ProcessState:
+    """Live Python threads and signal handlers, to notice work left behind by a call."""
+
+    threads: int
+    handlers: dict[int, Any]
+
+    @classmethod
+    def take(cls) -> ProcessState:
+        handlers = {}
+        for sig in (
+            signal.SIGALRM,
+            signal.SIGVTALRM,
+            signal.SIGPROF,
+            signal.SIGUSR1,
+            signal.SIGUSR2,
+            signal.SIGCHLD,
+        ):
+            try:
+                handlers[int(sig)] = signal.getsignal(sig)
+            except (ValueError, OSError):
+                continue
+        return cls(_thread_count(), handlers)
+
+    def differences(self) -> list[str]:
+        now = ProcessState.take()
+        out = []
+        if now.threads > self.threads:
+            out.append(
+                f"{now.threads - self.threads} thread(s) started by candidate code are still running"
+            )
+        for sig, handler in now.handlers.items():
+            if handler is not self.handlers.get(sig):
+                out.append(f"candidate code installed a handler for {signal.Signals(sig).name}")
+        return out
+
+    def restore(self) -> None:
+        """Cancel timers and put handlers back, so a stray signal cannot fire later."""
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            try:
+                signal.setitimer(timer, 0)
+            except (ValueError, OSError):
+                pass
+        for sig, handler in self.handlers.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError, TypeError):
+                pass
+
+
+def settle(seconds: float) -> None:
+    """Wait a moment while letting pending signal handlers run."""
+    end = time.monotonic() + seconds
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, 0.01))
+
+
+__all__ = [
+    "ALLOWED_PROGRAMS",
+    "AuditGuard",
+    "HarnessGuardError",
+    "IdentitySnapshot",
+    "OpRecorder",
+    "ProcessState",
+    "Violation",
+    "install_audit_guard",
+    "settle",
+]

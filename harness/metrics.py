@@ -1,0 +1,165 @@
+"""Error metrics between a candidate's output and the reference, computed in the parent.
+
+Every element is compared in float64: max abs error, max rel error (over elements whose
+magnitude exceeds atol), MSE, RMSE, PSNR (peak = max |expected|), cosine similarity, the
+number of elements outside ``atol + rtol * |expected|``, and the worst mismatches with
+their indices, expected and got. NaN/Inf never pass unless the reference has the same
+non-finite value at that element. Low-precision tolerances add PSNR and cosine floors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .problem import Tolerance
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    tolerance: Tolerance
+    total: int = 0
+    mismatches: int = 0
+    nonfinite: int = 0  # elements non-finite in got where expected is finite (or vice versa)
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    mse: float = 0.0
+    rmse: float = 0.0
+    psnr: float = math.inf
+    cossim: float = 1.0
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "mse": self.mse,
+            "rmse": self.rmse,
+            "psnr": self.psnr,
+            "cossim": self.cossim,
+            "mismatches": self.mismatches,
+            "elements": self.total,
+        }
+
+
+def _as_float64(t: torch.Tensor) -> torch.Tensor:
+    t = t.detach().to("cpu")
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.to(torch.float64)
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    if not shape:
+        return []
+    return [int(i) for i in np.unravel_index(flat, shape)]
+
+
+def compare(
+    got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, k_worst: int = 5
+) -> Comparison:
+    """Compare two tensors of the same shape element by element."""
+    shape = tuple(expected.shape)
+    e = _as_float64(expected).reshape(-1)
+    g = _as_float64(got).reshape(-1)
+    n = e.numel()
+    result = Comparison(ok=True, tolerance=tol, total=n)
+    if n == 0:
+        return result
+    fe = torch.isfinite(e)
+    fg = torch.isfinite(g)
+    same_nonfinite = (~fe) & ((torch.isnan(e) & torch.isnan(g)) | (e == g))
+    bad_nonfinite = ((~fe) & ~same_nonfinite) | (fe & ~fg)
+    both = fe & fg
+    diff = torch.where(both, (g - e).abs(), torch.zeros_like(e))
+    bound = tol.atol + tol.rtol * e.abs()
+    if expected.dtype.is_floating_point or expected.dtype.is_complex:
+        outside = both & (diff > bound)
+    else:
+        outside = both & (diff != 0)
+    mism = outside | bad_nonfinite
+    result.mismatches = int(mism.sum())
+    result.nonfinite = int(bad_nonfinite.sum())
+
+    ef, gf = e[both], g[both]
+    if ef.numel():
+        d = (gf - ef).abs()
+        result.max_abs = float(d.max())
+        big = ef.abs() > max(tol.atol, 1e-30)
+        result.max_rel = float((d[big] / ef[big].abs()).max()) if bool(big.any()) else 0.0
+        result.mse = float((d * d).mean())
+        result.rmse = math.sqrt(result.mse)
+        peak = float(ef.abs().max()) or 1.0
+        result.psnr = math.inf if result.mse == 0 else 10.0 * math.log10(peak * peak / result.mse)
+        ne, ng = float(ef.norm()), float(gf.norm())
+        if ne == 0 and ng == 0:
+            result.cossim = 1.0
+        elif ne == 0 or ng == 0:
+            result.cossim = 0.0
+        else:
+            result.cossim = float((ef * gf).sum()) / (ne * ng)
+    if result.nonfinite or bool(bad_nonfinite.any()):
+        result.max_abs = math.inf if bool((fe & ~fg).any()) else result.max_abs
+
+    reasons = []
+    if result.nonfinite:
+        reasons.append(
+            f"{result.nonfinite} element(s) NaN/Inf where the reference is not (or the other way round)"
+        )
+    if int(outside.sum()):
+        reasons.append(
+            f"{int(outside.sum())} of {n} elements outside atol={tol.atol:g} rtol={tol.rtol:g}"
+        )
+    if tol.min_psnr is not None and result.psnr < tol.min_psnr:
+        reasons.append(
+            f"PSNR {result.psnr:.1f} dB below the {tol.min_psnr:g} dB floor for {tol.precision}"
+        )
+    if tol.min_cossim is not None and result.cossim < tol.min_cossim:
+        reasons.append(
+            f"cosine similarity {result.cossim:.6f} below the {tol.min_cossim:g} floor for {tol.precision}"
+        )
+    result.ok = not reasons
+    result.reason = "; ".join(reasons)
+
+    # worst elements: the mismatches by how far past the bound they are, else the largest errors
+    score = torch.where(
+        mism,
+        torch.where(bad_nonfinite, torch.full_like(e, math.inf), diff - bound),
+        torch.full_like(e, -math.inf),
+    )
+    if result.mismatches == 0:
+        score = torch.where(both, diff, torch.full_like(e, -math.inf))
+    k = min(k_worst, n)
+    top = torch.topk(score, k).indices.tolist()
+    for flat in top:
+        if score[flat] == -math.inf:
+            break
+        result.worst.append(
+            {
+                "index": _index(flat, shape if not expected.is_complex() else (*shape, 2)),
+                "expected": float(e[flat]),
+                "got": float(g[flat]),
+                "abs_err": float((g[flat] - e[flat]).abs()) if bool(both[flat]) else math.inf,
+            }
+        )
+    return result
+
+
+def combine(results: list[Comparison]) -> dict[str, Any]:
+    """Worst-case metrics over several comparisons (shapes x trials x outputs)."""
+    if not results:
+        return {}
+    return {
+        "max_abs": max(r.max_abs for r in results),
+        "max_rel": max(r.max_rel for r in results),
+        "rmse": max(r.rmse for r in results),
+        "psnr": min(r.psnr for r in results),
+        "cossim": min(r.cossim for r in results),
+        "compared": sum(r.total for r in results),
+    }

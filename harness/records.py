@@ -1,0 +1,62 @@
+"""Run records: every check is kept under ``runs/<problem>/<timestamp>-<shorthash>/``.
+
+A record holds the candidate source as checked, ``result.json`` (the verdict document),
+``feedback.txt`` (what an agent would be told) and the worker's stdout/stderr logs
+(trimmed to their last MiB). ``paths.default_runs_dir()`` decides where ``runs/`` is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .paths import default_runs_dir
+
+if TYPE_CHECKING:
+    from .candidate import Candidate
+    from .verdict import Verdict
+
+LOG_LIMIT = 1 << 20
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "problem"
+
+
+def new_run_dir(problem: str, sha: str, runs_dir: Path | None = None) -> Path:
+    base = (runs_dir or default_runs_dir()) / _safe(problem)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(100):
+        suffix = f"-{attempt + 1}" if attempt else ""
+        path = base / f"{stamp}-{sha[:8]}{suffix}"
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a run directory under {base}")
+
+
+def write_record(
+    verdict: Verdict, candidate: Candidate, logdir: Path | None, runs_dir: Path | None = None
+) -> Path:
+    path = new_run_dir(verdict.problem, candidate.sha, runs_dir)
+    verdict.run_dir = str(path)
+    (path / candidate.path.name).write_text(candidate.source)
+    (path / "result.json").write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
+    (path / "feedback.txt").write_text(verdict.feedback() + "\n")
+    if logdir is not None and logdir.is_dir():
+        for log in sorted(logdir.glob("*.log")):
+            data = log.read_bytes()
+            if len(data) > LOG_LIMIT:
+                data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
+            (path / log.name).write_bytes(data)
+    return path
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, dirs_exist_ok=True)

@@ -1,0 +1,109 @@
+"""The ladder: run rungs in order, stop at the first failed gating rung, build the Verdict.
+
+``Rung`` is the protocol every rung implements: ``name``, ``gating``, ``run(ctx) ->
+RungResult``. Rungs after a failed gate are listed as skipped. A rung that crashes is a
+harness bug and is reported as that rung failing with "harness error", never as a pass.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+import traceback
+from typing import Protocol
+
+from ..errors import UsageError
+from ..verdict import RungResult, Verdict
+from .anticheat import AntiCheatRung
+from .compile import CompileRung
+from .context import REFERENCE_PRECISION_FLAGS, LadderContext, shape_label
+from .correctness import CorrectnessRung
+from .precheck import PreCheckRung
+from .run import RunRung
+
+
+class Rung(Protocol):
+    name: str
+    gating: bool
+
+    def run(self, ctx: LadderContext) -> RungResult: ...
+
+
+class Ladder:
+    def __init__(self, rungs: list[Rung]) -> None:
+        self.rungs = rungs
+
+    @classmethod
+    def default(cls) -> Ladder:
+        return cls([PreCheckRung(), CompileRung(), RunRung(), CorrectnessRung(), AntiCheatRung()])
+
+    def run(self, ctx: LadderContext) -> Verdict:
+        started = time.monotonic()
+        results: list[RungResult] = []
+        stopped = False
+        for rung in self.rungs:
+            if stopped:
+                results.append(RungResult(rung.name, None, rung.gating))
+                continue
+            try:
+                result = rung.run(ctx)
+            except UsageError:
+                raise
+            except Exception as exc:
+                result = RungResult(
+                    rung.name,
+                    False,
+                    rung.gating,
+                    {},
+                    f"harness error in {rung.name}: {type(exc).__name__}: {exc}",
+                    {"traceback": traceback.format_exc()[-3000:]},
+                )
+            results.append(result)
+            if result.ok is False and rung.gating:
+                stopped = True
+        ctx.close()
+        return self._verdict(ctx, results, time.monotonic() - started)
+
+    def _verdict(self, ctx: LadderContext, results: list[RungResult], wall: float) -> Verdict:
+        import torch
+
+        env = dict(ctx.environment)
+        env.setdefault("device", ctx.device)
+        env["parent"] = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "host": platform.node(),
+        }
+        env["reference_precision"] = REFERENCE_PRECISION_FLAGS
+        if ctx.device == "cuda" and torch.cuda.is_available():
+            env.setdefault("gpu", torch.cuda.get_device_name(0))
+        interpreter = bool(env.get("triton_interpreter")) or (
+            ctx.device == "cpu" and ctx.candidate.backend == "triton"
+        )
+        ok = all(r.ok is True for r in results)
+        return Verdict(
+            ok=ok,
+            problem=ctx.problem.name,
+            problem_format=ctx.problem.format,
+            candidate=str(ctx.candidate.path),
+            backend=ctx.candidate.backend,
+            device=ctx.device,
+            interpreter=interpreter,
+            rungs=results,
+            environment=env,
+            integrity=list(ctx.integrity),
+            seeds={
+                "public": [ctx.problem.public_seed(i) for i in range(len(ctx.shapes))],
+                "secret": ctx.secret,
+                "shapes": [shape_label(s) for s in ctx.shapes],
+            },
+            options={
+                "trials": ctx.options.trials,
+                "burst": ctx.options.burst,
+                "timeout_s": ctx.options.timeout_s,
+                "policy_scan": ctx.options.policy_scan,
+                "forbidden": ctx.problem.forbidden,
+            },
+            wall_s=wall,
+        )

@@ -1,0 +1,396 @@
+"""Runners: where a candidate's worker runs. ``Runner`` is the seam, ``LocalRunner`` the default.
+
+``Runner.run(problem, candidate, options) -> Verdict`` is all a caller sees; the rung
+ladder talks to its worker only through a ``WorkerSession`` (``request`` / ``close``), so
+a pool, SSH or Ray runner can run the same rungs wherever the GPU is.
+
+``LocalSession`` spawns ``python -m harness.worker`` with ``subprocess`` in its own process
+group, its own temp dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``,
+caches inside the temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS
+set by the worker on CPU; an RSS watchdog here, since RLIMIT_AS breaks CUDA), and turns
+a hang, a crash or an early exit into a ``WorkerGone`` with a reason ("crashed with
+SIGSEGV", "timed out after 20 s", "worker exited with status 0 before reporting a
+result").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import channel
+
+if TYPE_CHECKING:
+    import torch
+
+    from .candidate import Candidate
+    from .problem import Problem
+    from .verdict import Verdict
+
+_ENV_KEEP = {
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH",
+    "TRITON_NVDISASM_PATH",
+    "TRITON_LIBCUDA_PATH",
+    "TRITON_DEFAULT_FP_FUSION",
+    "CC",
+    "CXX",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TORCH_CUDA_ARCH_LIST",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "PYTORCH_CUDA_ALLOC_CONF",
+}
+_ENV_KEEP_PREFIXES = ("LC_",)
+
+
+@dataclass
+class RunOptions:
+    """How to check: device, trials, limits, and the switches tests use."""
+
+    device: str | None = None  # None: cuda when available, else cpu
+    trials: int = 3  # fresh inputs per shape (the first new tensors, the rest in place)
+    shapes: list[dict[str, Any]] | None = None  # override the problem's SHAPES
+    timeout_s: float = 30.0  # per request
+    compile_timeout_s: float = 300.0  # the load request (imports, load_inline builds)
+    memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
+    burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
+    settle_s: float = 0.05  # wait after a call before checking the output again
+    policy_scan: bool = True  # False: static policy findings are reported, not gating
+    backend: str | None = None  # declared backend; None: the candidate's declaration or detection
+    secret: int | None = None  # secret seed; None: os.urandom
+    record: bool = True
+    runs_dir: Path | None = None
+    python: str | None = None  # interpreter for the worker; None: this one
+    allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
+
+    def resolved_device(self) -> str:
+        if self.device:
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class WorkerGone(Exception):
+    """The worker is dead or was killed; ``reason`` says how, ``detail`` what it printed."""
+
+    def __init__(self, reason: str, detail: str = "", returncode: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+        self.returncode = returncode
+
+
+@dataclass
+class Reply:
+    header: dict[str, Any]
+    tensors: list[torch.Tensor] = field(default_factory=list)
+
+
+class WorkerSession(Protocol):
+    """What the ladder needs from a worker, wherever it runs."""
+
+    def request(
+        self,
+        header: dict[str, Any],
+        tensors: Sequence[torch.Tensor],
+        timeout_s: float,
+        max_reply_bytes: int,
+    ) -> Reply: ...
+
+    def close(self) -> dict[str, Any]: ...
+
+    @property
+    def logs(self) -> dict[str, Path]: ...
+
+
+class Runner(Protocol):
+    def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict: ...
+
+
+def harness_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)
+    }
+    home = workdir / ".home"
+    tmp = workdir / ".tmp"
+    for d in (home, tmp):
+        d.mkdir(exist_ok=True)
+    paths = [str(harness_root())]
+    paths += [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()
+    ]
+    env.update(
+        {
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "TRITON_CACHE_DIR": str(home / ".triton-cache"),
+            "TRITON_HOME": str(home),
+            "TORCH_EXTENSIONS_DIR": str(home / ".torch-extensions"),
+            "CUTE_DSL_CACHE_DIR": str(home / ".cute-cache"),
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            "CTXKERNEL_WORKER": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "worker is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"crashed with {name}"
+    return f"worker exited with status {returncode} before reporting a result"
+
+
+class LocalSession:
+    """A worker process on this machine, spoken to over two pipes."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        logdir: Path,
+        device: str,
+        options: RunOptions,
+        env_extra: dict[str, str],
+    ) -> None:
+        self.workdir = workdir
+        self.logdir = logdir
+        self.device = device
+        cap = options.memory_cap_bytes
+        if cap is None:
+            cap = (16 << 30) if device == "cpu" else (48 << 30)
+        self.memory_cap = cap
+        self._gone: WorkerGone | None = None
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.stdout_path = logdir / "worker.stdout.log"
+        self.stderr_path = logdir / "worker.stderr.log"
+        cmd = [
+            options.python or sys.executable,
+            "-m",
+            "harness.worker",
+            "--fd-in",
+            str(to_worker_r),
+            "--fd-out",
+            str(from_worker_w),
+            "--workdir",
+            str(workdir),
+            "--device",
+            device,
+            "--mem-cap",
+            str(cap if device == "cpu" else 0),
+        ]
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=workdir,
+                env=scrubbed_env(workdir, env_extra),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(to_worker_r, from_worker_w),
+                start_new_session=True,
+                close_fds=True,
+            )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.end = channel.ParentEnd(to_worker_w, from_worker_r)
+        self.started = time.monotonic()
+
+    @property
+    def logs(self) -> dict[str, Path]:
+        return {"stdout": self.stdout_path, "stderr": self.stderr_path}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _tick(self) -> None:
+        if self.proc.poll() is not None:
+            raise channel.ChannelClosed("worker exited")
+        rss = _rss_bytes(self.proc.pid)
+        if rss is not None and rss > self.memory_cap:
+            self.kill()
+            raise WorkerGone(
+                f"exceeded the memory cap ({rss / 2**30:.1f} GiB resident > {self.memory_cap / 2**30:.1f} GiB); killed",
+                self.stderr_tail(),
+                self.proc.returncode,
+            )
+
+    def request(
+        self,
+        header: dict[str, Any],
+        tensors: Sequence[torch.Tensor],
+        timeout_s: float,
+        max_reply_bytes: int,
+    ) -> Reply:
+        if self._gone is not None:
+            raise self._gone
+        deadline = time.monotonic() + timeout_s
+        try:
+            self.end.send(header, tensors, deadline, self._tick)
+            frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+        except channel.ChannelTimeout:
+            self.kill()
+            self._gone = WorkerGone(f"timed out after {timeout_s:g} s (killed)", self.stderr_tail())
+            raise self._gone from None
+        except WorkerGone as gone:
+            self._gone = gone
+            raise
+        except channel.ChannelClosed:
+            returncode = self._wait_exit()
+            self._gone = WorkerGone(describe_exit(returncode), self.stderr_tail(), returncode)
+            raise self._gone from None
+        except channel.ChannelError as exc:
+            self.kill()
+            self._gone = WorkerGone(f"the result channel was corrupted: {exc}", self.stderr_tail())
+            raise self._gone from None
+        if self.end.pending():
+            self.kill()
+            self._gone = WorkerGone(
+                "unexpected extra data on the result channel (something besides the harness wrote to it)",
+                self.stderr_tail(),
+            )
+            raise self._gone
+        return Reply(frame.header, frame.tensors)
+
+    def _wait_exit(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> dict[str, Any]:
+        """Say goodbye, collect the last findings, and make sure nothing is left running."""
+        final: dict[str, Any] = {"integrity": []}
+        if self._gone is None and self.proc.poll() is None:
+            try:
+                reply = self.request({"op": "bye"}, [], timeout_s=10.0, max_reply_bytes=1 << 20)
+                final["integrity"] = list(reply.header.get("integrity", []))
+            except WorkerGone:
+                pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()  # the process group: anything the candidate left behind goes too
+        self.end.close()
+        final["returncode"] = self.proc.returncode
+        final["wall_s"] = time.monotonic() - self.started
+        return final
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-limit:].decode(errors="replace")
+
+
+def _rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class LocalRunner:
+    """Runs the ladder here, with the candidate's worker a child process of this one."""
+
+    def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict:
+        from .backends import get_backend
+        from .records import write_record
+        from .rungs.context import LadderContext
+        from .rungs.ladder import Ladder
+
+        device = options.resolved_device()
+        root = Path(tempfile.mkdtemp(prefix="ctxkernel-check-"))
+        try:
+            workdir = root / "work"
+            logdir = root / "logs"
+            workdir.mkdir()
+            logdir.mkdir()
+            candidate.stage(workdir)
+            problem.stage_support_files(workdir)
+            backend = get_backend(candidate.backend)
+            env_extra = backend.worker_env(device)
+
+            def open_session() -> LocalSession:
+                return LocalSession(workdir, logdir, device, options, env_extra)
+
+            ctx = LadderContext(problem, candidate, options, device, open_session)
+            try:
+                verdict = Ladder.default().run(ctx)
+            finally:
+                ctx.close()
+            if options.record:
+                verdict.run_dir = str(write_record(verdict, candidate, logdir, options.runs_dir))
+            return verdict
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def check(
+    problem_path: str | Path,
+    candidate_path: str | Path,
+    options: RunOptions | None = None,
+    runner: Runner | None = None,
+) -> Verdict:
+    """Load a problem and a candidate from paths and return the verdict."""
+    from .candidate import load_candidate
+    from .problem import load_problem
+
+    options = options or RunOptions()
+    problem = load_problem(problem_path)
+    candidate = load_candidate(candidate_path, problem, backend=options.backend)
+    return (runner or LocalRunner()).run(problem, candidate, options)

@@ -1,0 +1,744 @@
+"""Static scan of a candidate's source: the rules behind the ``pre-checks`` rung.
+
+Walks the AST once, resolving import aliases (``F`` -> ``torch.nn.functional``), and
+reports ``Finding``s (rule id, name, severity, line, message, source line). Bodies of
+``@triton.jit``/``@cute.jit`` functions are exempt from the forbidden-op rules (``tl.dot``
+and ``a @ b`` there are the kernel). The rule table is in ``rungs/precheck.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .policy import GROUPS, Policy, canonical_name
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_FORBIDDEN_IMPORTS = {
+    "subprocess": "subprocess",
+    "threading": "threads",
+    "_thread": "threads",
+    "multiprocessing": "processes",
+    "concurrent": "threads/processes",
+    "socket": "network",
+    "ctypes": "raw memory access",
+    "signal": "signals",
+    "asyncio": "background tasks",
+    "pty": "processes",
+    "urllib.request": "network",
+    "http.client": "network",
+    "requests": "network",
+    "gc": "heap walking",
+    "marshal": "encoded code",
+    "pickle": "encoded data",
+    "dill": "encoded data",
+    "harness": "the harness itself",
+    "ctxkernel": "the harness itself",
+    "faulthandler": "crash handling",
+    "resource": "process limits",
+}
+_PROCESS_CALLS = _words(
+    "os.abort os.execl os.execle os.execlp os.execv os.execve os.execvp os.execvpe "
+    "os.fork os.forkpty os.kill os.killpg os.popen os.posix_spawn os.posix_spawnp "
+    "os.setpgid os.setsid os.spawnl os.spawnv os.spawnve os.system "
+)
+_DYNAMIC_CALLS = _words(
+    "__import__ compile eval exec importlib.__import__ importlib.import_module "
+    "runpy.run_module runpy.run_path types.CodeType types.FunctionType "
+)
+_PAYLOAD_CALLS = _words(
+    "base64.a85decode base64.b16decode base64.b32decode base64.b64decode base64.b85decode "
+    "base64.decodebytes base64.urlsafe_b64decode binascii.a2b_base64 binascii.a2b_hex "
+    "binascii.unhexlify bytes.fromhex bz2.decompress codecs.decode gzip.decompress "
+    "lzma.decompress marshal.loads pickle.load pickle.loads zlib.decompress "
+)
+_FRAME_CALLS = _words(
+    "gc.get_objects gc.get_referents gc.get_referrers inspect.currentframe "
+    "inspect.getframeinfo inspect.getouterframes inspect.stack inspect.trace "
+    "sys._current_frames sys._getframe traceback.walk_stack "
+)
+_FRAME_ATTRS = _words(
+    "__builtins__ __closure__ __code__ __globals__ cell_contents cr_frame f_back "
+    "f_builtins f_globals f_locals gi_frame tb_frame "
+)
+_EVASION_NAMES = tuple(
+    _words(
+        "_DisableTorchDispatch _DisableTorchFunction _pop_mode _push_mode "
+        "_unset_dispatch_mode _set_dispatch_mode _python_dispatch _pop_torch_function_stack "
+        "DisableTorchFunction _disabled_torch_function_impl "
+    )
+)
+_EVASION_CALLS = _words(
+    "sys.addaudithook sys.setprofile sys.setrecursionlimit sys.settrace threading.settrace "
+)
+_CHANNEL_CALLS = _words(
+    "os.close os.closerange os.dup os.dup2 os.fdopen os.pipe os.read os.write os.writev "
+)
+_EXIT_CALLS = {"sys.exit", "os._exit", "exit", "quit", "os.abort"}
+_LOAD_CALLS = _words(
+    "numpy.fromfile numpy.load numpy.loadtxt safetensors.torch.load_file torch.from_file "
+    "torch.load "
+)
+_CACHE_DECORATORS = _words(
+    "cache functools.cache functools.cached_property functools.lru_cache lru_cache "
+)
+_JIT_DECORATORS = tuple(
+    _words(
+        "triton.jit triton.autotune triton.heuristics cute.jit cute.kernel cutlass.cute.jit "
+        "cutlass.cute.kernel jit "
+    )
+)
+_KEY_ATTRS = {"data_ptr", "_version", "untyped_storage", "storage", "_cdata"}
+
+
+@dataclass
+class Finding:
+    rule: str
+    name: str
+    severity: str  # "error" | "warning"
+    line: int
+    message: str
+    code: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ScanResult:
+    findings: list[Finding] = field(default_factory=list)
+    jit_ranges: list[tuple[int, int]] = field(default_factory=list)
+    parsed: bool = True
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, source: str, policy: Policy, entry: str, entry_kind: str) -> None:
+        self.lines = source.splitlines()
+        self.policy = policy
+        self.entry = entry
+        self.entry_kind = entry_kind
+        self.aliases: dict[str, str] = {}
+        self.findings: list[Finding] = []
+        self.jit_ranges: list[tuple[int, int]] = []
+        self.entry_found = False
+        self.jit_depth = 0
+        self.class_stack: list[str] = []
+        self.function_stack: list[str] = []
+
+    # -- helpers -------------------------------------------------------------------
+
+    def add(self, rule: str, name: str, severity: str, node: ast.AST, message: str) -> None:
+        line = getattr(node, "lineno", 0)
+        code = self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""
+        if any(f.rule == rule and f.line == line and f.message == message for f in self.findings):
+            return
+        self.findings.append(Finding(rule, name, severity, line, message, code))
+
+    def dotted(self, expr: ast.AST) -> tuple[str | None, bool]:
+        """Canonical dotted name of an expression, and whether its base was imported."""
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            base = self.aliases.get(expr.id)
+            imported = base is not None
+            name = ".".join([base or expr.id, *reversed(parts)])
+            return canonical_name(name) if imported else name, imported
+        if (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Name)
+            and expr.func.id == "super"
+            and parts
+        ):
+            return "super()." + ".".join(reversed(parts)), False
+        return None, False
+
+    def import_error(self, module: str, node: ast.AST) -> None:
+        for banned, why in _FORBIDDEN_IMPORTS.items():
+            if module == banned or module.startswith(banned + "."):
+                rule = (
+                    ("P403", "harness-evasion")
+                    if why == "the harness itself"
+                    else ("P402", "frame-walk")
+                    if banned == "gc"
+                    else ("P202", "encoded-payload")
+                    if why.startswith("encoded")
+                    else ("P301", "forbidden-import")
+                )
+                self.add(
+                    rule[0],
+                    rule[1],
+                    "error",
+                    node,
+                    f"imports {module} ({why} are not allowed in a candidate)"
+                    if not why.startswith("the")
+                    else f"imports {module} ({why})",
+                )
+                return
+        if module == "pip" or module.startswith(("pip.", "ensurepip")):
+            self.add(
+                "P203",
+                "pip-install",
+                "error",
+                node,
+                f"imports {module} (installing packages at run time)",
+            )
+        if module == "reference" or module.startswith("reference."):
+            self.add(
+                "P103", "calls-reference", "error", node, "imports the reference implementation"
+            )
+        if "_python_dispatch" in module:
+            self.add(
+                "P403",
+                "harness-evasion",
+                "error",
+                node,
+                f"imports {module} (torch dispatch internals)",
+            )
+
+    # -- imports -------------------------------------------------------------------
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:
+                top = alias.name.split(".")[0]
+                self.aliases[top] = top
+            self.import_error(alias.name, node)
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        for alias in node.names:
+            full = f"{module}.{alias.name}" if module else alias.name
+            self.aliases[alias.asname or alias.name] = full
+            self.import_error(full, node)
+            if (
+                self.entry_kind == "function"
+                and (alias.asname or alias.name) == self.entry
+                and node.col_offset == 0
+            ):
+                self.entry_found = True
+        self.import_error(module, node)
+        self.generic_visit(node)
+
+    # -- definitions ---------------------------------------------------------------
+
+    def _is_jit(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            name, _ = self.dotted(target)
+            if name and (name.endswith(_JIT_DECORATORS) or name.startswith("triton.")):
+                return True
+        return False
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if (
+            not self.function_stack
+            and not self.class_stack
+            and node.name == self.entry
+            and self.entry_kind == "function"
+        ):
+            self.entry_found = True
+        jit = self._is_jit(node)
+        if jit:
+            self.jit_ranges.append(
+                (node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno)
+            )
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            name, _ = self.dotted(target)
+            if name and canonical_name(name) in _CACHE_DECORATORS | {"functools.cached_property"}:
+                on_entry = node.name in (self.entry, "forward")
+                self.add(
+                    "P502",
+                    "cache-decorator",
+                    "error" if on_entry else "warning",
+                    deco,
+                    f"{name} on {node.name}() caches results across calls",
+                )
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if isinstance(default, (ast.Dict, ast.List, ast.Set)) or (
+                isinstance(default, ast.Call)
+                and isinstance(default.func, ast.Name)
+                and default.func.id in ("dict", "list", "set")
+            ):
+                self.add(
+                    "P503",
+                    "global-state",
+                    "warning",
+                    default,
+                    f"mutable default argument in {node.name}() keeps state across calls",
+                )
+        self.function_stack.append(node.name)
+        self.jit_depth += int(jit)
+        self.generic_visit(node)
+        self.jit_depth -= int(jit)
+        self.function_stack.pop()
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if (
+            not self.class_stack
+            and not self.function_stack
+            and node.name == self.entry
+            and self.entry_kind == "model"
+        ):
+            self.entry_found = True
+        if node.name == self.entry and self.entry_kind == "model":
+            for base in node.bases:
+                name, _ = self.dotted(base)
+                if name and name.split(".")[-1] == "Model":
+                    self.add(
+                        "P103",
+                        "calls-reference",
+                        "error",
+                        base,
+                        f"{node.name} subclasses the reference Model",
+                    )
+        self.class_stack.append(node.name)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._assign_target(target, node)
+            if (
+                isinstance(target, ast.Name)
+                and not self.function_stack
+                and not self.class_stack
+                and target.id == self.entry
+            ):
+                self.entry_found = True
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._assign_target(node.target, node)
+        if isinstance(node.op, ast.MatMult) and self.policy.matmul_operator and not self.jit_depth:
+            self.add(
+                "P101",
+                "forbidden-op",
+                "error",
+                node,
+                f"uses the @= operator ({self.policy.explain('torch.matmul')} is forbidden by the problem)",
+            )
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._assign_target(target, node)
+        self.generic_visit(node)
+
+    def _assign_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._assign_target(elt, node)
+            return
+        if isinstance(target, ast.Attribute):
+            name, imported = self.dotted(target)
+            if imported and name:
+                self.add(
+                    "P401",
+                    "monkeypatch",
+                    "error",
+                    node,
+                    f"assigns {name} (monkeypatching an imported module or class)",
+                )
+            elif name and name.startswith(f"{self.entry}."):
+                self.add(
+                    "P503",
+                    "global-state",
+                    "warning",
+                    node,
+                    f"sets a function attribute ({name}) that persists across calls",
+                )
+        if isinstance(target, ast.Subscript):
+            name, _ = self.dotted(target.value)
+            if name in ("sys.modules", "builtins.__dict__", "__builtins__"):
+                self.add("P401", "monkeypatch", "error", node, f"edits {name}")
+
+    def visit_Global(self, node: ast.Global) -> None:
+        if self.function_stack:
+            self.add(
+                "P503",
+                "global-state",
+                "warning",
+                node,
+                f"writes module globals ({', '.join(node.names)}) from a function",
+            )
+        self.generic_visit(node)
+
+    # -- expressions ---------------------------------------------------------------
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult) and self.policy.matmul_operator and not self.jit_depth:
+            self.add(
+                "P101",
+                "forbidden-op",
+                "error",
+                node,
+                f"uses the @ operator ({self.policy.explain('torch.matmul')} is forbidden by the problem)",
+            )
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Load):
+            name, imported = self.dotted(node)
+            if name and imported and not self.jit_depth and name in self.policy.calls:
+                self.add(
+                    "P101",
+                    "forbidden-op",
+                    "error",
+                    node,
+                    f"uses {name} (forbidden by the problem: {self.policy.explain(name)})",
+                )
+            if node.attr in _FRAME_ATTRS:
+                self.add(
+                    "P402",
+                    "frame-walk",
+                    "error",
+                    node,
+                    f"reads .{node.attr} (frame walking / function internals)",
+                )
+            if node.attr in _EVASION_NAMES:
+                self.add(
+                    "P403",
+                    "harness-evasion",
+                    "error",
+                    node,
+                    f"uses {node.attr} (switching off the harness's op recording)",
+                )
+            if name in ("sys.modules",):
+                parent = getattr(node, "_ck_parent", None)
+                if isinstance(parent, ast.Attribute) and parent.attr in (
+                    "update",
+                    "pop",
+                    "setdefault",
+                    "clear",
+                    "__setitem__",
+                    "__delitem__",
+                ):
+                    self.add(
+                        "P401", "monkeypatch", "error", node, f"edits sys.modules ({parent.attr})"
+                    )
+            if name in ("os.environ",) or (name and name.startswith("os.environ.")):
+                self.add("P602", "env-read", "warning", node, "reads os.environ")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and not self.jit_depth:
+            full = self.aliases.get(node.id)
+            if full and canonical_name(full) in self.policy.calls:
+                self.add(
+                    "P101",
+                    "forbidden-op",
+                    "error",
+                    node,
+                    f"uses {canonical_name(full)} (forbidden by the problem: {self.policy.explain(canonical_name(full))})",
+                )
+            if node.id == "__builtins__":
+                self.add("P402", "frame-walk", "error", node, "touches __builtins__")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            text = node.value
+            if "pip install" in text or "pip3 install" in text or "-m pip" in text:
+                self.add("P203", "pip-install", "error", node, "a string runs pip install")
+            if "/proc/self" in text or ("/proc/" in text and "/fd" in text):
+                self.add(
+                    "P404",
+                    "channel-tamper",
+                    "error",
+                    node,
+                    "refers to /proc/self (file descriptors of the harness)",
+                )
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if exc is not None:
+            name, _ = self.dotted(exc)
+            if name in ("SystemExit", "KeyboardInterrupt", "builtins.SystemExit"):
+                self.add(
+                    "P603", "early-exit", "error", node, f"raises {name} (ending the process early)"
+                )
+        self.generic_visit(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        if not self.jit_depth:
+            for handler in node.handlers:
+                for inner in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+                    fallback = self._fallback_name(inner)
+                    if fallback:
+                        self.add(
+                            "P102",
+                            "library-fallback",
+                            "error",
+                            inner,
+                            f"falls back to {fallback} when the kernel raises (try/except at line {node.lineno})",
+                        )
+                        break
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try  # type: ignore[assignment]
+
+    def _fallback_name(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return "the @ operator"
+        if not isinstance(node, ast.Call):
+            return None
+        name, imported = self.dotted(node.func)
+        if name is None:
+            return None
+        if name in ("ref_kernel", "Model") or name.endswith(".ref_kernel"):
+            return name
+        if imported and (
+            name in self.policy.calls
+            or any(name in g.calls for g in GROUPS.values() if g is not GROUPS["add"])
+        ):
+            return name
+        if (
+            not imported
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in (self.policy.methods or {"matmul", "softmax", "mm", "bmm"})
+        ):
+            return f".{node.func.attr}()"
+        return None
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name, imported = self.dotted(node.func)
+        if name is not None:
+            self._call(node, name, imported)
+        self.generic_visit(node)
+
+    def _call(self, node: ast.Call, name: str, imported: bool) -> None:
+        canon = canonical_name(name) if imported else name
+        builtin = not imported and "." not in name
+        if not self.jit_depth:
+            if imported and canon in self.policy.calls:
+                pass  # reported by visit_Attribute / visit_Name
+            elif (
+                not imported
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in self.policy.methods
+            ):
+                self.add(
+                    "P101",
+                    "forbidden-op",
+                    "error",
+                    node,
+                    f"calls .{node.func.attr}() (forbidden by the problem: {self.policy.explain('.' + node.func.attr)})",
+                )
+            if (
+                builtin
+                and name == "getattr"
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                attr = str(node.args[1].value)
+                if attr in self.policy.methods or any(
+                    c.rsplit(".", 1)[-1] == attr for c in self.policy.calls
+                ):
+                    self.add(
+                        "P101",
+                        "forbidden-op",
+                        "error",
+                        node,
+                        f"looks up {attr!r} with getattr (forbidden by the problem)",
+                    )
+        if builtin and name == "setattr" and node.args:
+            target, target_imported = self.dotted(node.args[0])
+            if target_imported or (target and target[:1].isupper()):
+                self.add(
+                    "P401", "monkeypatch", "error", node, f"setattr on {target} (monkeypatching)"
+                )
+        if name in ("ref_kernel",) or canon.endswith(".ref_kernel"):
+            self.add("P103", "calls-reference", "error", node, "calls the reference ref_kernel")
+        if (builtin and name == "Model") or (
+            name == "super().forward" and self.class_stack and self.class_stack[0] == self.entry
+        ):
+            self.add("P103", "calls-reference", "error", node, f"calls the reference ({name})")
+        if (builtin and name in _DYNAMIC_CALLS) or canon in _DYNAMIC_CALLS:
+            self.add("P201", "dynamic-code", "error", node, f"calls {canon} (dynamic code)")
+        if canon in _PAYLOAD_CALLS or (
+            not imported and name.endswith((".b64decode", ".decompress"))
+        ):
+            self.add(
+                "P202",
+                "encoded-payload",
+                "error",
+                node,
+                f"calls {canon} (decoding an encoded payload)",
+            )
+        if canon in _PROCESS_CALLS:
+            self.add("P302", "process-call", "error", node, f"calls {canon} (process control)")
+        if canon in _FRAME_CALLS:
+            self.add("P402", "frame-walk", "error", node, f"calls {canon} (frame or heap walking)")
+        if canon in _EVASION_CALLS:
+            self.add("P403", "harness-evasion", "error", node, f"calls {canon}")
+        if canon in _CHANNEL_CALLS:
+            self.add(
+                "P404",
+                "channel-tamper",
+                "error",
+                node,
+                f"calls {canon} (raw file descriptors: the harness's channel is off limits)",
+            )
+        if (builtin and name in ("exit", "quit")) or canon in _EXIT_CALLS:
+            self.add(
+                "P603", "early-exit", "error", node, f"calls {canon} (ending the process early)"
+            )
+        if canon in _LOAD_CALLS:
+            self.add(
+                "P601", "file-read", "error", node, f"calls {canon} (loading precomputed data)"
+            )
+        elif (
+            (builtin and name == "open")
+            or canon in ("io.open", "os.open")
+            or (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("read_text", "read_bytes")
+            )
+        ):
+            self.add("P601", "file-read", "warning", node, f"opens files ({name})")
+        if canon in ("os.getenv", "os.environ.get"):
+            self.add("P602", "env-read", "warning", node, f"reads the environment ({canon})")
+        if (builtin and name == "print") or canon in ("sys.stdout.write", "sys.stderr.write"):
+            for arg in node.args:
+                if isinstance(arg, (ast.Constant, ast.JoinedStr)):
+                    text = ast.unparse(arg).lower()
+                    if any(w in text for w in ("pass", "success", '"ok"', "correct", '{"')):
+                        self.add(
+                            "P604",
+                            "fake-output",
+                            "warning",
+                            node,
+                            "prints success-looking text (results come only from the harness channel)",
+                        )
+        self._replay_key(node, name)
+
+    def _replay_key(self, node: ast.Call, name: str) -> None:
+        """``cache[id(x)]``, ``x.data_ptr() in seen``, ``cache.get((x.data_ptr(), x._version))``."""
+        if not isinstance(node.func, ast.Attribute) or node.func.attr not in (
+            "get",
+            "setdefault",
+            "pop",
+            "__contains__",
+            "__getitem__",
+        ):
+            return
+        for arg in node.args[:1]:
+            if self._identity_key(arg):
+                self.add(
+                    "P501",
+                    "replay-cache",
+                    "error",
+                    node,
+                    "looks results up by tensor identity (id/data_ptr/_version): a replay cache",
+                )
+
+    def _identity_key(self, expr: ast.AST) -> bool:
+        for inner in ast.walk(expr):
+            if (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Name)
+                and inner.func.id == "id"
+            ):
+                return True
+            if isinstance(inner, ast.Attribute) and inner.attr in _KEY_ATTRS:
+                return True
+        return False
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not self.jit_depth and self._identity_key(node.slice):
+            self.add(
+                "P501",
+                "replay-cache",
+                "error",
+                node,
+                "indexes a container by tensor identity (id/data_ptr/_version): a replay cache",
+            )
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if (
+            not self.jit_depth
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and self._identity_key(node.left)
+        ):
+            self.add(
+                "P501",
+                "replay-cache",
+                "error",
+                node,
+                "tests membership by tensor identity (id/data_ptr/_version): a replay cache",
+            )
+        self.generic_visit(node)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        if not self.jit_depth and any(k is not None and self._identity_key(k) for k in node.keys):
+            self.add(
+                "P501",
+                "replay-cache",
+                "error",
+                node,
+                "keys a dict by tensor identity (id/data_ptr/_version): a replay cache",
+            )
+        self.generic_visit(node)
+
+
+def _link_parents(tree: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            child._ck_parent = parent  # type: ignore[attr-defined]
+
+
+def scan(
+    source: str,
+    policy: Policy,
+    entry: str = "custom_kernel",
+    entry_kind: str = "function",
+    enforce_policy: bool = True,
+) -> ScanResult:
+    """Run every static rule over a candidate's source."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        line = exc.lineno or 0
+        text = (exc.text or "").strip()
+        return ScanResult(
+            [Finding("P001", "syntax", "error", line, f"does not parse: {exc.msg}", text)],
+            parsed=False,
+        )
+    _link_parents(tree)
+    scanner = _Scanner(source, policy, entry, entry_kind)
+    scanner.visit(tree)
+    findings = scanner.findings
+    if not scanner.entry_found:
+        kind = "function" if entry_kind == "function" else "class"
+        findings.insert(
+            0,
+            Finding(
+                "P002", "missing-entry", "error", 0, f"defines no {kind} {entry} at module level"
+            ),
+        )
+    if not enforce_policy:
+        for f in findings:
+            if f.rule not in ("P001", "P002"):
+                f.severity = "warning"
+    findings.sort(key=lambda f: (f.severity != "error", f.line))
+    return ScanResult(findings, scanner.jit_ranges)

@@ -1,0 +1,260 @@
+"""RungResult and Verdict: what a check concluded, as JSON and as feedback for an LLM.
+
+``Verdict.to_json()`` is one document (``type: "verdict"``): the rungs with their metrics
+and reasons, the environment (device, GPU name, driver, torch/triton versions, whether
+the Triton interpreter ran), the public seeds and the options. ``Verdict.lines()`` is the
+human ladder (``[correctness] ok  max_abs=3.1e-07 ...``). ``Verdict.feedback()`` is the
+compact text an agent loop feeds back: the first failing rung, the trimmed error with the
+offending candidate line or the worst mismatching indices with expected vs got, in under
+about 40 lines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FEEDBACK_MAX_LINES = 40
+
+
+@dataclass
+class RungResult:
+    name: str
+    ok: bool | None  # None: not run (an earlier gating rung failed)
+    gating: bool = True
+    metrics: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return "skipped" if self.ok is None else ("ok" if self.ok else "failed")
+
+    def line(self) -> str:
+        head = f"[{self.name}] {self.status}"
+        parts = [f"{k}={format_metric(k, v)}" for k, v in self.metrics.items() if v is not None]
+        text = head + ("  " + " ".join(parts) if parts else "")
+        if self.reason and self.ok is not True:
+            text += f"  -- {self.reason}"
+        elif self.reason and self.ok:
+            text += f"  ({self.reason})"
+        return text
+
+
+def format_metric(key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if key == "cossim":
+        return f"{value:.6f}"
+    if key in ("psnr",):
+        return f"{value:.1f}"
+    if key.endswith("_s"):
+        return f"{value:.2f}"
+    return f"{value:.1e}"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def _from_jsonable(value: Any) -> Any:
+    if value in ("inf", "-inf", "nan"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _from_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_jsonable(v) for v in value]
+    return value
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    problem: str
+    problem_format: str
+    candidate: str
+    backend: str
+    device: str
+    interpreter: bool
+    rungs: list[RungResult]
+    environment: dict[str, Any] = field(default_factory=dict)
+    integrity: list[str] = field(default_factory=list)
+    seeds: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    run_dir: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def failed_rung(self) -> RungResult | None:
+        return next((r for r in self.rungs if r.ok is False), None)
+
+    @property
+    def reason(self) -> str:
+        failed = self.failed_rung
+        return failed.reason if failed else ""
+
+    def device_label(self) -> str:
+        if self.device == "cpu":
+            return "cpu (Triton interpreter)" if self.interpreter else "cpu"
+        gpu = self.environment.get("gpu")
+        return f"{self.device} ({gpu})" if gpu else self.device
+
+    def to_json(self) -> dict[str, Any]:
+        failed = self.failed_rung
+        doc = {
+            "type": "verdict",
+            "ok": self.ok,
+            "problem": self.problem,
+            "problem_format": self.problem_format,
+            "candidate": self.candidate,
+            "backend": self.backend,
+            "device": self.device,
+            "interpreter": self.interpreter,
+            "failed_rung": failed.name if failed else None,
+            "reason": failed.reason if failed else "",
+            "rungs": [asdict(r) | {"status": r.status} for r in self.rungs],
+            "integrity": self.integrity,
+            "environment": self.environment,
+            "seeds": self.seeds,
+            "options": self.options,
+            "run_dir": self.run_dir,
+            "wall_s": self.wall_s,
+        }
+        return _jsonable(doc)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Verdict:
+        doc = _from_jsonable(doc)
+        rungs = [
+            RungResult(
+                name=r["name"],
+                ok=r.get("ok"),
+                gating=r.get("gating", True),
+                metrics=r.get("metrics", {}),
+                reason=r.get("reason", ""),
+                details=r.get("details", {}),
+            )
+            for r in doc.get("rungs", [])
+        ]
+        return cls(
+            ok=bool(doc["ok"]),
+            problem=doc.get("problem", ""),
+            problem_format=doc.get("problem_format", ""),
+            candidate=doc.get("candidate", ""),
+            backend=doc.get("backend", ""),
+            device=doc.get("device", ""),
+            interpreter=bool(doc.get("interpreter")),
+            rungs=rungs,
+            environment=doc.get("environment", {}),
+            integrity=list(doc.get("integrity", [])),
+            seeds=doc.get("seeds", {}),
+            options=doc.get("options", {}),
+            run_dir=doc.get("run_dir"),
+            wall_s=float(doc.get("wall_s", 0.0)),
+        )
+
+    def lines(self) -> list[str]:
+        out = [r.line() for r in self.rungs]
+        head = (
+            "PASSED"
+            if self.ok
+            else f"FAILED at {self.failed_rung.name if self.failed_rung else '?'}"
+        )
+        out.append(
+            f"verdict: {head}  ({self.problem}, backend {self.backend}, {self.device_label()})"
+        )
+        if self.run_dir:
+            out.append(f"run: {self.run_dir}")
+        return out
+
+    def feedback(self, max_lines: int = FEEDBACK_MAX_LINES) -> str:
+        """Compact text for an agent: what failed, where, and what to look at."""
+        lines: list[str] = []
+        failed = self.failed_rung
+        where = f"problem {self.problem}, backend {self.backend}, {self.device_label()}"
+        if failed is None:
+            lines.append(f"PASSED all rungs ({where}).")
+            for rung in self.rungs:
+                if rung.metrics:
+                    lines.append(rung.line())
+            return "\n".join(lines[:max_lines])
+        lines.append(f"FAILED at rung '{failed.name}' ({where}).")
+        lines.append(f"reason: {failed.reason}")
+        details = failed.details
+        if details.get("where"):
+            lines.append(f"where: {details['where']}")
+        error = details.get("error")
+        if isinstance(error, dict):
+            lines.extend(_error_lines(error))
+        findings = details.get("findings") or []
+        if findings:
+            lines.append("pre-check findings:")
+            for f in findings[:10]:
+                lines.append(f"  line {f.get('line')}: [{f.get('rule')}] {f.get('message')}")
+                if f.get("code"):
+                    lines.append(f"    {f['code']}")
+        worst = details.get("worst") or []
+        if worst:
+            lines.append("worst mismatches (index: expected vs got):")
+            for w in worst[:5]:
+                idx = ", ".join(str(i) for i in w.get("index", []))
+                lines.append(
+                    f"  [{idx}]: expected {_num(w.get('expected'))} got {_num(w.get('got'))}"
+                )
+        if failed.metrics:
+            lines.append(
+                "metrics: "
+                + " ".join(
+                    f"{k}={format_metric(k, v)}" for k, v in failed.metrics.items() if v is not None
+                )
+            )
+        others = [i for i in self.integrity if i not in failed.reason][:5]
+        if others:
+            lines.append("also seen:")
+            lines.extend(f"  - {i}" for i in others)
+        lines.append("rungs: " + ", ".join(f"{r.name} {r.status}" for r in self.rungs))
+        if len(lines) > max_lines:
+            lines = [*lines[: max_lines - 1], "(truncated)"]
+        return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _error_lines(error: dict[str, Any]) -> list[str]:
+    out = []
+    frames = error.get("candidate_frames") or []
+    for f in frames[-3:]:
+        out.append(f"  at {f.get('file')}:{f.get('line')} in {f.get('name')}")
+        if f.get("code"):
+            out.append(f"    {f['code']}")
+    message = str(error.get("message", "")).strip().splitlines()
+    if message:
+        out.append("error: " + message[0][:300])
+        out.extend("  " + m[:300] for m in message[1:6])
+    root = error.get("root")
+    if root:
+        out.append("caused by: " + str(root).strip().splitlines()[0][:300])
+    return out

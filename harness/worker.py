@@ -1,0 +1,490 @@
+"""The worker process: imports one candidate and runs it on inputs the parent sends.
+
+Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --device D`` by a
+runner, in its own process group, with its own temp dir as cwd and a scrubbed
+environment. Protocol (one reply per request, strictly in order):
+
+- ``load``: install backend hooks, take the identity snapshot, install the guards, import
+  the candidate (guards on). Reply: environment, integrity findings, or the import error.
+- ``call``: build the inputs (new tensors, or new content written into the previous
+  tensors in place without bumping identity), poison the allocator, run the entry point
+  ``repeat`` times with guards and the op recorder on, snapshot each output, synchronise,
+  wait, compare again, serialise the outputs and the inputs as they are after the call.
+- ``bye``: final integrity findings, then exit 0.
+
+Candidate stdout/stderr go to log files the parent opened; results travel only on the
+channel. The worker never sees seeds or reference outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib.util
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from . import channel
+from .backends import LaunchCounter, get_backend
+from .guards import (
+    IdentitySnapshot,
+    OpRecorder,
+    ProcessState,
+    install_audit_guard,
+    settle,
+    snapshot_harness_modules,
+)
+
+_Tensor = torch.Tensor  # captured before any candidate code runs
+_type = type
+_isinstance = isinstance
+_MAX_POISON = 1 << 30
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the strides are a permutation of a contiguous layout."""
+    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    if t.numel() == 0:
+        return (t.data_ptr(), t.data_ptr())
+    extent = 1 + sum((n - 1) * abs(s) for s, n in zip(t.stride(), t.shape, strict=True))
+    return (t.data_ptr(), t.data_ptr() + extent * t.element_size())
+
+
+def _storage_range(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return (storage.data_ptr(), storage.data_ptr() + storage.nbytes())
+
+
+def _leaves(value: Any) -> list[Any]:
+    if _isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if _isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    return [value]
+
+
+class Worker:
+    def __init__(self, end: channel.BlockingEnd, workdir: str, device: str) -> None:
+        self.end = end
+        self.workdir = workdir
+        self.device = device
+        self.entry: Any = None
+        self.entry_kind = "function"
+        self.models: dict[str, Any] = {}
+        self.counter: LaunchCounter | None = None
+        self.recorder: OpRecorder | None = None
+        self.snapshot: IdentitySnapshot | None = None
+        self.guard: Any = None
+        self.process_state: ProcessState | None = None
+        self.forbidden_aten: set[str] = set()
+        self.forbidden_functions: set[str] = set()
+        self.settle_s = 0.05
+        self.backend_name = "torch"
+        self.last_inputs: Any = None
+        self.last_leaves: list[torch.Tensor] = []
+        self.reported_patches: set[str] = set()
+
+    # -- protocol ----------------------------------------------------------------------
+
+    def serve(self) -> int:
+        while True:
+            try:
+                frame = self.end.recv()
+            except channel.ChannelClosed:
+                return 0
+            op = frame.header.get("op")
+            if op == "load":
+                self.end.send(*self.load(frame.header))
+            elif op == "call":
+                self.end.send(*self.call(frame.header, frame.tensors))
+            elif op == "bye":
+                self.end.send({"ok": True, "op": "bye", "integrity": self.integrity()})
+                return 0
+            else:
+                self.end.send(
+                    {"ok": False, "op": str(op), "harness_error": f"unknown request {op!r}"}
+                )
+
+    # -- load --------------------------------------------------------------------------
+
+    def load(self, req: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.backend_name = str(req.get("backend", "torch"))
+        self.entry_kind = str(req.get("entry_kind", "function"))
+        self.settle_s = float(req.get("settle_s", 0.05))
+        forbidden = req.get("forbidden", {})
+        self.forbidden_aten = set(forbidden.get("aten", []))
+        self.forbidden_functions = set(forbidden.get("functions", []))
+        backend = get_backend(self.backend_name)
+        if self.device == "cuda":
+            torch.cuda.init()
+            torch.cuda.set_device(0)
+        self.counter = backend.prepare_worker(self.device)
+        if req.get("import_triton") and self.backend_name != "triton":
+            try:
+                import triton.testing  # noqa: F401  (so its timers are in the snapshot)
+            except ImportError:
+                pass
+        self.recorder = OpRecorder()
+        self.recorder.warm_up()
+        env = self.environment(backend.environment())
+        extra = [
+            *snapshot_harness_modules(),
+            "__main__",
+            "triton.runtime.jit",
+            "triton.runtime.interpreter",
+        ]
+        self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
+        self.guard = install_audit_guard(self.workdir)
+        self.process_state = ProcessState.take()
+        sys.dont_write_bytecode = True
+        sys.path.insert(0, self.workdir)
+
+        path = os.path.join(self.workdir, str(req["candidate"]))
+        module_name = str(req.get("module", "candidate"))
+        t0 = time.perf_counter()
+        error = None
+        try:
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            self.guard.activate()
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                self.guard.deactivate()
+            entry_name = str(req.get("entry", "custom_kernel"))
+            self.entry = getattr(module, entry_name, None)
+            if self.entry is None:
+                raise AttributeError(f"the candidate defines no {entry_name}")
+        except BaseException as exc:  # SystemExit at import is a failure, not an exit
+            if self.guard is not None:
+                self.guard.deactivate()
+            error = self.describe_error(exc, "import", backend)
+        reply = {
+            "ok": error is None,
+            "op": "load",
+            "env": env,
+            "import_s": time.perf_counter() - t0,
+            "error": error,
+            "integrity": self.integrity(),
+        }
+        return reply, []
+
+    def environment(self, backend_env: dict[str, object]) -> dict[str, object]:
+        env: dict[str, object] = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "device": self.device,
+            "pid": os.getpid(),
+        }
+        env.update(backend_env)
+        if self.device == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            env["gpu"] = props.name
+            env["capability"] = f"{props.major}.{props.minor}"
+            env["cuda"] = torch.version.cuda
+            env["driver"] = _driver_version()
+        return env
+
+    # -- call --------------------------------------------------------------------------
+
+    def get_entry(self, init: dict[str, Any] | None, tensors: list[torch.Tensor]) -> Any:
+        if self.entry_kind != "model":
+            return self.entry
+        init = init or {"seed": 0, "args": {"tuple": []}}
+        key = json.dumps(init, sort_keys=True)
+        model = self.models.get(key)
+        if model is None:
+            args = channel.unpack_tree(init["args"], [t.to(self.device) for t in tensors])
+            torch.manual_seed(int(init.get("seed", 0)))
+            assert self.guard is not None
+            self.guard.activate()
+            try:
+                model = self.entry(*args)
+                model = model.to(self.device)
+            finally:
+                self.guard.deactivate()
+            self.models = {key: model}
+        return model
+
+    def build_inputs(self, req: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
+        leaves_meta = channel.tree_leaves(req["inputs"])
+        if req.get("in_place") and self.last_inputs is not None:
+            if len(leaves_meta) != len(self.last_leaves):
+                raise ValueError("in-place rewrite with a different number of tensors")
+            with torch.no_grad():
+                for meta, old in zip(leaves_meta, self.last_leaves, strict=True):
+                    src = tensors[int(meta["t"])]
+                    if tuple(src.shape) != tuple(old.shape) or src.dtype != old.dtype:
+                        raise ValueError("in-place rewrite with a different shape or dtype")
+                    # .data keeps data_ptr, id, shape and _version: a replay cache keyed on
+                    # any of them sees the same tensor with new content.
+                    old.data.copy_(src)
+            return self.last_inputs
+        placed: list[torch.Tensor] = []
+        for meta in sorted(leaves_meta, key=lambda m: int(m["t"])):
+            src = tensors[int(meta["t"])]
+            stride = meta.get("stride")
+            if stride is not None and len(stride) == src.dim():
+                dest = torch.empty_strided(
+                    tuple(src.shape), tuple(stride), dtype=src.dtype, device=self.device
+                )
+            else:
+                dest = torch.empty(tuple(src.shape), dtype=src.dtype, device=self.device)
+            dest.copy_(src)
+            placed.append(dest)
+        inputs = channel.unpack_tree(req["inputs"], placed)
+        self.last_inputs = inputs
+        self.last_leaves = [t for t in _leaves(inputs) if _isinstance(t, _Tensor)]
+        return inputs
+
+    def poison(self, sizes: list[int]) -> None:
+        buffers = []
+        for size in sizes[:8]:
+            n = max(0, min(int(size), _MAX_POISON))
+            if n:
+                buffers.append(torch.empty(n, dtype=torch.uint8, device=self.device).fill_(255))
+        del buffers
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def call(
+        self, req: dict[str, Any], tensors: list[torch.Tensor]
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        backend = get_backend(self.backend_name)
+        out_tensors: list[torch.Tensor] = []
+        calls: list[dict[str, Any]] = []
+        error = None
+        try:
+            inputs = self.build_inputs(req, tensors)
+            n_inputs = len(channel.tree_leaves(req["inputs"]))
+            entry = self.get_entry(req.get("init"), tensors[n_inputs:])
+        except BaseException as exc:
+            return {
+                "ok": False,
+                "op": "call",
+                "error": self.describe_error(exc, "init", backend),
+                "calls": [],
+                "integrity": self.integrity(),
+            }, []
+        input_ranges = [_storage_range(t) for t in self.last_leaves]
+        repeat = max(1, int(req.get("repeat", 1)))
+        assert self.recorder is not None and self.guard is not None
+        for _ in range(repeat):
+            self.poison([int(s) for s in req.get("poison", [])])
+            if self.counter is not None:
+                self.counter.reset()
+            self.recorder.reset()
+            t0 = time.perf_counter()
+            result: Any = None
+            try:
+                with torch.no_grad(), self.recorder:
+                    self.guard.activate()
+                    try:
+                        result = entry(*inputs) if self.entry_kind == "model" else entry(inputs)
+                    finally:
+                        self.guard.deactivate()
+            except BaseException as exc:
+                error = self.describe_error(exc, "call", backend)
+                break
+            elapsed = time.perf_counter() - t0
+            record: dict[str, Any] = {"elapsed_s": elapsed}
+            leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
+            before = [leaf.detach().clone() for leaf in leaves]
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            settle(self.settle_s)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            record["changed_after_return"] = [
+                i
+                for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
+                if not _same_bytes(b, leaf)
+            ]
+            del before
+            record["output"] = self.encode_output(result, out_tensors, input_ranges)
+            record["launches"] = None if self.counter is None else self.counter.count
+            record["forbidden"] = sorted(
+                {op for op in self.recorder.aten if op in self.forbidden_aten}
+                | {"fn:" + f for f in self.recorder.functions if f in self.forbidden_functions}
+            )
+            record["aten"] = dict(self.recorder.aten.most_common(24))
+            calls.append(record)
+            del result, leaves
+        after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
+        reply = {
+            "ok": error is None,
+            "op": "call",
+            "seq": req.get("seq"),
+            "calls": calls,
+            "error": error,
+            "inputs_after": after_tree,
+            "integrity": self.integrity(),
+        }
+        return reply, out_tensors
+
+    def encode_output(
+        self, value: Any, tensors: list[torch.Tensor], input_ranges: list[tuple[int, int]]
+    ) -> Any:
+        if _isinstance(value, (tuple, list)):
+            key = "tuple" if _isinstance(value, tuple) else "list"
+            return {key: [self.encode_output(v, tensors, input_ranges) for v in value]}
+        if _isinstance(value, dict):
+            return {
+                "dict": [
+                    [str(k), self.encode_output(v, tensors, input_ranges)] for k, v in value.items()
+                ]
+            }
+        cls = _type(value)
+        if cls is _Tensor:
+            node = _describe_tensor(value)
+            span = _span(value)
+            node["aliases"] = [
+                i for i, (lo, hi) in enumerate(input_ranges) if span[0] < hi and lo < span[1]
+            ]
+            if value.dtype in channel.DTYPE_NAMES:
+                node["t"] = len(tensors)
+                tensors.append(value.detach())
+            return node
+        if _isinstance(value, _Tensor):
+            return {"subclass": f"{cls.__module__}.{cls.__qualname__}"}
+        if value is None or _isinstance(value, (bool, int, float, str)):
+            return {"other": cls.__name__, "v": value}
+        return {"other": f"{cls.__module__}.{cls.__qualname__}"}
+
+    # -- findings ----------------------------------------------------------------------
+
+    def integrity(self) -> list[dict[str, str]]:
+        found: list[dict[str, str]] = []
+        if self.snapshot is not None:
+            for name in self.snapshot.changed():
+                if name not in self.reported_patches:
+                    self.reported_patches.add(name)
+                    found.append({"kind": "patched", "message": f"candidate code replaced {name}"})
+        if self.guard is not None:
+            found.extend(v.as_dict() for v in self.guard.take_violations())
+        if self.process_state is not None:
+            for message in self.process_state.differences():
+                found.append({"kind": "background", "message": message})
+            self.process_state.restore()
+        return found
+
+    def describe_error(self, exc: BaseException, phase: str, backend: Any) -> dict[str, Any]:
+        chain: list[BaseException] = []
+        current: BaseException | None = exc
+        while current is not None and current not in chain and len(chain) < 5:
+            chain.append(current)
+            current = current.__cause__ or current.__context__
+        frames = []
+        for item in reversed(chain):
+            for f in traceback.extract_tb(item.__traceback__)[-40:]:
+                frames.append(
+                    {
+                        "file": f.filename,
+                        "line": f.lineno,
+                        "name": f.name,
+                        "code": (f.line or "").strip(),
+                    }
+                )
+        message = "".join(traceback.format_exception_only(_type(exc), exc)).strip()
+        root = chain[-1]
+        root_message = "".join(traceback.format_exception_only(_type(root), root)).strip()
+        return {
+            "phase": phase,
+            "type": _type(exc).__name__,
+            "message": message[:4000],
+            "root": root_message[:4000] if root is not exc else None,
+            "frames": frames[-60:],
+            "compile_error": bool(backend.is_compile_error(exc)),
+            "exit": _isinstance(exc, (SystemExit, KeyboardInterrupt)),
+        }
+
+
+def _describe_tensor(t: torch.Tensor) -> dict[str, Any]:
+    return {
+        "dtype": channel.DTYPE_NAMES.get(t.dtype, str(t.dtype)),
+        "shape": list(t.shape),
+        "stride": list(t.stride()),
+        "storage_offset": t.storage_offset(),
+        "device": str(t.device),
+        "dense": _dense(t),
+        "requires_grad": bool(t.requires_grad),
+    }
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0:
+        return True
+    x = a.contiguous().reshape(-1).view(torch.uint8)
+    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    return bool(torch.equal(x, y))
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        pass
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+        for token in first.split():
+            if token.count(".") >= 1 and token.replace(".", "").isdigit():
+                return token
+    except OSError:
+        pass
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.worker")
+    parser.add_argument("--fd-in", type=int, required=True)
+    parser.add_argument("--fd-out", type=int, required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--mem-cap", type=int, default=0, help="RLIMIT_AS in bytes (CPU only)")
+    args = parser.parse_args(argv)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if args.mem_cap and args.device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (args.mem_cap, args.mem_cap))
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    end = channel.BlockingEnd(args.fd_in, args.fd_out)
+    worker = Worker(end, os.path.realpath(args.workdir), args.device)
+    try:
+        return worker.serve()
+    except channel.ChannelClosed:
+        return 0
+    except BaseException:
+        detail = traceback.format_exc()
+        sys.stderr.write(detail)
+        try:
+            end.send({"ok": False, "harness_error": detail[-4000:]})
+        except OSError:
+            pass
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
