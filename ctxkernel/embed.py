@@ -100,7 +100,12 @@ class Embedder:
                 if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
 
                 model = SentenceTransformer(self._load_from, device=self.device)
                 model.max_seq_length = self.max_tokens

@@ -12,6 +12,8 @@ from typing import Any
 
 from . import config
 from .corpus import Corpus, Hit, get_corpus, language_for, load_corpora, parse_chunk_id
+from .docs import DocsResult
+from .docs import lookup as docs_lookup
 from .embed import Embedder
 from .errors import UserError
 from .grep import GrepResult, grep
@@ -184,6 +186,22 @@ class Workspace:
         return self.searcher.search(
             query, corpora, k, mode, Filters(path=path, language=language, kind=kind)
         )
+
+    def docs(
+        self, topic: str, corpora: list[str] | None = None, alternatives: int = 5
+    ) -> DocsResult:
+        """The section or definition documenting ``topic`` (an instruction, API or name)."""
+        if not topic.strip():
+            raise UserError("empty docs topic")
+        names = corpora or self.store.corpora()
+        if not names:
+            raise UserError("nothing is indexed yet; run `ctxkernel index NAME` first")
+        for name in names:
+            if name not in self.store.corpora():
+                raise UserError(
+                    f"corpus {name!r} is not indexed (indexed: {', '.join(self.store.corpora())})"
+                )
+        return docs_lookup(self.store, topic, names, alternatives)
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
         return grep(self.store, corpus, pattern, **kwargs)
