@@ -81,7 +81,7 @@ WRITE_EVENTS: dict[str, tuple[int, ...]] = {
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
-_INDIRECT_FRAME_MODULES = ("inspect.py",)
+_INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
 
 
 class HarnessGuardError(PermissionError):
@@ -268,7 +268,7 @@ def install_audit_guard(
                 refuse("dynamic-code", f"dynamic code ({event}) is not allowed in candidate code")
             return
         if event in ("ctypes.string_at", "ctypes.cdata", "ctypes.addressof", "ctypes.wstring_at"):
-            if candidate_frame(1):
+            if candidate_frame(2):
                 refuse("memory", f"raw memory access ({event}) is not allowed in candidate code")
             return
 
@@ -389,21 +389,37 @@ def _fingerprint(value: Any) -> tuple[Any, ...]:
     return (value,)
 
 
+_MISSING = object()
+
+
 @dataclass
 class IdentitySnapshot:
-    """Which object each critical name pointed to when the worker started."""
+    """Which object each critical name pointed to when the worker started.
 
-    entries: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    Each entry keeps the object it was looked up on (a module or a class) and the
+    attribute name, so the check after every call is a dict lookup per name.
+    """
+
+    entries: dict[str, tuple[Any, str, tuple[Any, ...]]] = field(default_factory=dict)
     modules: dict[str, types.ModuleType] = field(default_factory=dict)
+
+    def _add(self, name: str, owner: Any, attr: str) -> None:
+        if name in self.entries:
+            return
+        value = _lookup(owner, attr)
+        if value is not _MISSING:
+            self.entries[name] = (owner, attr, _fingerprint(value))
 
     @classmethod
     def take(cls, extra_modules: Iterable[str] = ()) -> IdentitySnapshot:
         snap = cls()
         for name in CRITICAL:
+            owner_name, _, attr = name.rpartition(".")
             try:
-                snap.entries[name] = _fingerprint(_resolve(name))
+                owner = _resolve(owner_name)
             except (LookupError, AttributeError):
                 continue
+            snap._add(name, owner, attr)
         for module_name in [*_SNAPSHOT_MODULES, *extra_modules]:
             module = sys.modules.get(module_name)
             if module is None:
@@ -413,16 +429,18 @@ class IdentitySnapshot:
                 if module_name in ("torch", "torch.cuda", "numpy") and attr.startswith("_"):
                     continue
                 if callable(value) or isinstance(value, types.ModuleType):
-                    snap.entries.setdefault(f"{module_name}.{attr}", _fingerprint(value))
+                    snap._add(f"{module_name}.{attr}", module, attr)
         for module_name, class_name in _SNAPSHOT_CLASSES:
             module = sys.modules.get(module_name)
             cls_obj = getattr(module, class_name, None) if module is not None else None
             if not isinstance(cls_obj, type):
                 continue
-            prefix = f"{module_name}.{class_name}" if module_name != "torch._C" else "torch.Tensor"
+            # TensorBase methods are looked up through torch.Tensor, so a patch on either shows
+            owner = sys.modules["torch"].Tensor if module_name == "torch._C" else cls_obj
+            prefix = "torch.Tensor" if module_name == "torch._C" else f"{module_name}.{class_name}"
             for attr, value in list(vars(cls_obj).items()):
                 if callable(value) or isinstance(value, (property, classmethod, staticmethod)):
-                    snap.entries.setdefault(f"{prefix}.{attr}", _fingerprint(value))
+                    snap._add(f"{prefix}.{attr}", owner, attr)
         return snap
 
     def changed(self) -> list[str]:
@@ -431,11 +449,12 @@ class IdentitySnapshot:
         for name, module in self.modules.items():
             if sys.modules.get(name) is not module:
                 out.append(f"sys.modules[{name!r}]")
-        for name, original in self.entries.items():
-            try:
-                current = _lookup_entry(name, self.modules)
-            except (LookupError, AttributeError):
+        for name, (owner, attr, original) in self.entries.items():
+            current = _lookup(owner, attr)
+            if current is _MISSING:
                 out.append(name + " (deleted)")
+                continue
+            if current is original[0] and len(original) == 1:
                 continue
             fp = _fingerprint(current)
             if len(fp) != len(original) or any(
@@ -445,31 +464,17 @@ class IdentitySnapshot:
         return out
 
 
-def _lookup_entry(name: str, modules: dict[str, types.ModuleType]) -> Any:
-    # Resolve against the snapshot's module objects, so swapping sys.modules entries is
-    # reported once (above) and attribute changes on the real modules are still seen.
-    best = ""
-    for module_name in modules:
-        if (name == module_name or name.startswith(module_name + ".")) and len(module_name) > len(
-            best
-        ):
-            best = module_name
-    if best:
-        obj: Any = modules[best]
-        rest = name[len(best) + 1 :]
-        for attr in rest.split(".") if rest else []:
-            obj = _class_attr(obj, attr)
-        return obj
-    return _resolve(name)
-
-
-def _class_attr(obj: Any, attr: str) -> Any:
-    # Raw class-dict values: getattr would bind classmethods into fresh objects.
-    if isinstance(obj, type):
-        for klass in obj.__mro__:
+def _lookup(owner: Any, attr: str) -> Any:
+    # Raw class-dict values: getattr would bind classmethods into fresh objects, and a
+    # class's own __name__ would hide a property of that name.
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
             if attr in vars(klass):
                 return vars(klass)[attr]
-    return getattr(obj, attr)
+        return _MISSING
+    if isinstance(owner, types.ModuleType):
+        return vars(owner).get(attr, _MISSING)
+    return getattr(owner, attr, _MISSING)
 
 
 def snapshot_harness_modules() -> list[str]:

@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import shutil
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -320,7 +321,15 @@ def detect_format(path: str | Path) -> tuple[str, Path]:
     return fmt, p
 
 
+_LOAD_LOCK = threading.Lock()  # loading edits sys.path and sys.modules
+
+
 def load_problem(path: str | Path) -> Problem:
+    with _LOAD_LOCK:
+        return _load_problem(path)
+
+
+def _load_problem(path: str | Path) -> Problem:
     fmt, target = detect_format(path)
     if fmt == "native":
         return load_native(target)

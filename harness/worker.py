@@ -46,6 +46,7 @@ _Tensor = torch.Tensor  # captured before any candidate code runs
 _type = type
 _isinstance = isinstance
 _MAX_POISON = 1 << 30
+_DEVICE_FAULTS = ("illegal memory access", "device-side assert", "unspecified launch failure", "CUDA error")
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -99,6 +100,7 @@ class Worker:
         self.last_inputs: Any = None
         self.last_leaves: list[torch.Tensor] = []
         self.reported_patches: set[str] = set()
+        self.dead = False
 
     # -- protocol ----------------------------------------------------------------------
 
@@ -113,6 +115,8 @@ class Worker:
                 self.end.send(*self.load(frame.header))
             elif op == "call":
                 self.end.send(*self.call(frame.header, frame.tensors))
+                if self.dead:
+                    return 4  # the device context is unusable after e.g. an illegal access
             elif op == "bye":
                 self.end.send({"ok": True, "op": "bye", "integrity": self.integrity()})
                 return 0
@@ -287,9 +291,14 @@ class Worker:
             }, []
         input_ranges = [_storage_range(t) for t in self.last_leaves]
         repeat = max(1, int(req.get("repeat", 1)))
+        # burst: back to back like a timing loop (no poison, no settle in between); each
+        # output is snapshotted as it returns and compared again once the burst is over
+        burst = bool(req.get("burst")) and repeat > 1
+        pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]] = []
         assert self.recorder is not None and self.guard is not None
-        for _ in range(repeat):
-            self.poison([int(s) for s in req.get("poison", [])])
+        for index in range(repeat):
+            if not burst or index == 0:
+                self.poison([int(s) for s in req.get("poison", [])])
             if self.counter is not None:
                 self.counter.reset()
             self.recorder.reset()
@@ -304,32 +313,32 @@ class Worker:
                         self.guard.deactivate()
             except BaseException as exc:
                 error = self.describe_error(exc, "call", backend)
+                if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
+                    self.dead = True
                 break
             elapsed = time.perf_counter() - t0
-            record: dict[str, Any] = {"elapsed_s": elapsed}
             leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
             before = [leaf.detach().clone() for leaf in leaves]
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            settle(self.settle_s)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-            record["changed_after_return"] = [
-                i
-                for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
-                if not _same_bytes(b, leaf)
-            ]
-            del before
-            record["output"] = self.encode_output(result, out_tensors, input_ranges)
-            record["launches"] = None if self.counter is None else self.counter.count
-            record["forbidden"] = sorted(
-                {op for op in self.recorder.aten if op in self.forbidden_aten}
-                | {"fn:" + f for f in self.recorder.functions if f in self.forbidden_functions}
-            )
-            record["aten"] = dict(self.recorder.aten.most_common(24))
-            calls.append(record)
-            del result, leaves
-        after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
+            record: dict[str, Any] = {
+                "elapsed_s": elapsed,
+                "launches": None if self.counter is None else self.counter.count,
+                "forbidden": sorted(
+                    {op for op in self.recorder.aten if op in self.forbidden_aten}
+                    | {"fn:" + f for f in self.recorder.functions if f in self.forbidden_functions}
+                ),
+                "aten": dict(self.recorder.aten.most_common(24)),
+            }
+            pending.append((record, result, leaves, before))
+            if not burst:
+                error = self.settle_safely(pending, out_tensors, input_ranges, calls, False)
+                if error is not None:
+                    break
+            del result, leaves, before
+        if pending and error is None:
+            error = self.settle_safely(pending, out_tensors, input_ranges, calls, burst)
+        after_tree = None
+        if not self.dead:
+            after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
         reply = {
             "ok": error is None,
             "op": "call",
@@ -340,6 +349,55 @@ class Worker:
             "integrity": self.integrity(),
         }
         return reply, out_tensors
+
+    def settle_safely(self, *args: Any) -> dict[str, Any] | None:
+        """``settle_and_encode``; a device error surfacing at the synchronisation (an
+        illegal memory access, a trap in the kernel) is the candidate's, and ends the worker."""
+        try:
+            self.settle_and_encode(*args)
+        except RuntimeError as exc:
+            if self.device != "cuda":
+                raise
+            self.dead = True
+            return {
+                "phase": "sync",
+                "type": type(exc).__name__,
+                "message": str(exc).strip()[:4000],
+                "frames": [],
+                "compile_error": False,
+                "exit": False,
+            }
+        return None
+
+    def settle_and_encode(
+        self,
+        pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]],
+        out_tensors: list[torch.Tensor],
+        input_ranges: list[tuple[int, int]],
+        calls: list[dict[str, Any]],
+        snapshot: bool,
+    ) -> None:
+        """Synchronise, wait, compare each output with its snapshot at return, encode it.
+
+        ``snapshot``: send the state at return (a timing loop reads that) instead of the
+        state after the wait."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        settle(self.settle_s)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        for record, result, leaves, before in pending:
+            record["changed_after_return"] = [
+                i
+                for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
+                if not _same_bytes(b, leaf)
+            ]
+            if snapshot:
+                swap = {id(leaf): b for leaf, b in zip(leaves, before, strict=True)}
+                result = _replace_leaves(result, swap)
+            record["output"] = self.encode_output(result, out_tensors, input_ranges)
+            calls.append(record)
+        pending.clear()
 
     def encode_output(
         self, value: Any, tensors: list[torch.Tensor], input_ranges: list[tuple[int, int]]
@@ -394,7 +452,7 @@ class Worker:
             chain.append(current)
             current = current.__cause__ or current.__context__
         frames = []
-        for item in reversed(chain):
+        for item in chain:  # outermost first, the root cause (most relevant) last
             for f in traceback.extract_tb(item.__traceback__)[-40:]:
                 frames.append(
                     {
@@ -416,6 +474,16 @@ class Worker:
             "compile_error": bool(backend.is_compile_error(exc)),
             "exit": _isinstance(exc, (SystemExit, KeyboardInterrupt)),
         }
+
+
+def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:
+    if _isinstance(value, tuple):
+        return tuple(_replace_leaves(v, swap) for v in value)
+    if _isinstance(value, list):
+        return [_replace_leaves(v, swap) for v in value]
+    if _isinstance(value, dict):
+        return {k: _replace_leaves(v, swap) for k, v in value.items()}
+    return swap.get(id(value), value)
 
 
 def _describe_tensor(t: torch.Tensor) -> dict[str, Any]:
@@ -470,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mem_cap and args.device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (args.mem_cap, args.mem_cap))
     faulthandler.enable(file=sys.stderr, all_threads=False)
+    if args.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)  # CPU checks run small grids; spare the other cores
     end = channel.BlockingEnd(args.fd_in, args.fd_out)
     worker = Worker(end, os.path.realpath(args.workdir), args.device)
     try:

@@ -29,7 +29,7 @@ class AntiCheatRung:
 
     def run(self, ctx: LadderContext) -> RungResult:
         burst = max(2, ctx.options.burst)
-        record = ctx.call(ctx.make_inputs(0, BURST_TRIAL), repeat=burst)
+        record = ctx.call(ctx.make_inputs(0, BURST_TRIAL), repeat=burst, burst=True)
         failure = call_failure(ctx, record)
         if failure is not None:
             return RungResult(
@@ -42,7 +42,7 @@ class AntiCheatRung:
             )
         reference = ctx.reference(record.inputs)
         for index, output in enumerate(record.outputs):
-            problems = ctx.structure_problems(output, reference)
+            problems = ctx.structure_problems(output, reference) + ctx.late_changes(record, index)
             passed, bad, reason, _ = (
                 check_output(ctx, record, output, reference)
                 if not problems

@@ -27,6 +27,9 @@ from ..policy import Policy
 from ..problem import Problem
 from ..runner import RunOptions, WorkerGone, WorkerSession
 
+BACKGROUND = (
+    "output changed after custom_kernel returned (work left on a side stream / background thread)"
+)
 REFERENCE_PRECISION_FLAGS = "tf32 off: cuda.matmul.allow_tf32=False, cudnn.allow_tf32=False, float32_matmul_precision=highest"
 
 
@@ -207,7 +210,9 @@ class LadderContext:
 
     # -- calls ---------------------------------------------------------------------------
 
-    def call(self, inputs: TrialInputs, in_place: bool = False, repeat: int = 1) -> CallRecord:
+    def call(
+        self, inputs: TrialInputs, in_place: bool = False, repeat: int = 1, burst: bool = False
+    ) -> CallRecord:
         record = CallRecord(inputs)
         tensors: list[torch.Tensor] = []
         tree = channel.pack_tree(
@@ -215,7 +220,10 @@ class LadderContext:
         )
         init, init_tensors = self.init_for(inputs)
         input_bytes = sum(t.numel() * t.element_size() for t in tensors)
-        poison = self.output_bytes.get(inputs.shape_index) or [2 * input_bytes + (1 << 20)]
+        # Poison the allocator with NaN-filled blocks the size of what the output will be
+        # (known after the first reference of a shape; the inputs' sizes before that).
+        guess = [2 * input_bytes + (1 << 20)] + [t.numel() * t.element_size() for t in tensors]
+        poison = self.output_bytes.get(inputs.shape_index) or guess
         self._seq += 1
         header = {
             "op": "call",
@@ -225,6 +233,7 @@ class LadderContext:
             "repeat": repeat,
             "init": init,
             "poison": poison,
+            "burst": burst,
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = self.options.timeout_s * max(1, repeat)
@@ -281,14 +290,7 @@ class LadderContext:
                 ]
             )
         if call.get("changed_after_return"):
-            self.note_integrity(
-                [
-                    {
-                        "kind": "background",
-                        "message": "output changed after custom_kernel returned (work left on a side stream / background thread)",
-                    }
-                ]
-            )
+            self.note_integrity([{"kind": "background", "message": BACKGROUND}])
 
     def note_integrity(self, items: list[dict[str, str]]) -> None:
         for item in items:
@@ -398,6 +400,12 @@ class LadderContext:
         del want_tensors
         return problems
 
+    def late_changes(self, record: CallRecord, index: int = 0) -> list[str]:
+        """The output was still changing after the call returned."""
+        if index < len(record.calls) and record.calls[index].get("changed_after_return"):
+            return [BACKGROUND]
+        return []
+
     def modified_inputs(self, record: CallRecord) -> list[str]:
         if record.inputs_after is None:
             return []
@@ -430,7 +438,7 @@ class LadderContext:
             t.numel() * t.element_size() for t in flatten(reference) if isinstance(t, torch.Tensor)
         ]
         if sizes:
-            self.output_bytes[inputs.shape_index] = [*sizes, sum(sizes) * 2]
+            self.output_bytes[inputs.shape_index] = [sum(sizes) * 2, *sizes]
 
 
 def _backend_label(name: str) -> str:

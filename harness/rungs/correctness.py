@@ -125,6 +125,7 @@ class CorrectnessRung:
                 reference = ctx.reference(record.inputs)
                 ctx.remember_output_sizes(record.inputs, reference)
                 problems = ctx.structure_problems(record.outputs[0], reference)
+                problems += ctx.late_changes(record)
                 if problems:
                     return RungResult(
                         self.name,
@@ -137,7 +138,15 @@ class CorrectnessRung:
                 passed, bad, reason, found = check_output(ctx, record, record.outputs[0], reference)
                 comparisons.extend(found)
                 current = output_bytes(record.outputs[0])
-                stale = not passed and trial > 0 and previous is not None and current == previous
+                # stale: the content changed in place, the answer did not (and it was right before)
+                stale = (
+                    not passed
+                    and trial > 0
+                    and bool(outcomes)
+                    and outcomes[-1][0]
+                    and previous is not None
+                    and current == previous
+                )
                 outcomes.append((passed, bad, reason, stale, record.inputs.label))
                 previous = current
             failed = [i for i, o in enumerate(outcomes) if not o[0]]
@@ -150,8 +159,12 @@ class CorrectnessRung:
                 details["worst"] = bad.worst
                 details["tolerance"] = bad.tolerance.as_dict()
             metrics = bad.metrics() if bad is not None else combine(comparisons)
-            if any(o[3] for o in outcomes):
-                reason = f"returned a stale result when input content changed in place (replay cache keyed on pointer/id/_version/shape?) ({first[4]})"
+            stale_outcome = next((o for o in outcomes if o[3]), None)
+            if stale_outcome is not None:
+                reason = (
+                    "returned a stale result when input content changed in place "
+                    f"(replay cache keyed on pointer/id/_version/shape?) ({stale_outcome[4]})"
+                )
             elif len(failed) < len(outcomes):
                 passed_ids = [i + 1 for i in range(len(outcomes)) if i not in failed]
                 reason = (

@@ -30,6 +30,8 @@ def call_failure(ctx: LadderContext, record: CallRecord) -> tuple[str, dict[str,
         error = record.error
         if error.get("exit"):
             reason = f"{ctx.candidate.entry} tried to end the worker ({_first_line(error)})"
+        elif error.get("phase") == "sync":
+            reason = f"the device failed after {ctx.candidate.entry} returned: {_first_line(error)}"
         elif error.get("phase") == "init":
             reason = f"building the entry point failed: {_first_line(error)}"
         else:
@@ -53,7 +55,7 @@ class RunRung:
             return RungResult(self.name, False, self.gating, {}, failure[0], dict(failure[1]))
         reference = ctx.reference(record.inputs)
         ctx.remember_output_sizes(record.inputs, reference)
-        problems = ctx.structure_problems(record.outputs[0], reference)
+        problems = ctx.structure_problems(record.outputs[0], reference) + ctx.late_changes(record)
         metrics: dict[str, object] = {"elapsed_s": float(record.calls[0].get("elapsed_s") or 0.0)}
         if record.calls[0].get("launches") is not None:
             metrics["launches"] = int(record.calls[0]["launches"])

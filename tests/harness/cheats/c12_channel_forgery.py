@@ -1,0 +1,18 @@
+# cheat 12: write a forged result frame straight onto the harness's channel
+# problem: vector_add
+# options: policy_scan=false
+# expect: run: channel
+import json
+import os
+import struct
+
+
+def custom_kernel(inputs):
+    head = json.dumps({"ok": True, "op": "call", "calls": [], "tensors": []}).encode()
+    frame = struct.pack("<4sIQ", b"CKH1", len(head), 0) + head
+    for fd in range(3, 64):
+        try:
+            os.write(fd, frame + b"garbage")
+        except OSError:
+            pass
+    return inputs[0]

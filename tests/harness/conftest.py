@@ -1,0 +1,76 @@
+"""Fixtures for the harness tests: a ``run_check`` that keeps CPU runs short.
+
+Every check spawns one worker (one per candidate, as in production): trials, burst and
+shapes are kept small here so the whole suite stays within a few minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cheatspec import SMALL_SHAPES, problem_path
+
+from harness.runner import LocalRunner, RunOptions, check
+from harness.verdict import Verdict
+
+FAST = {"trials": 2, "burst": 3, "timeout_s": 60.0, "record": False, "device": "cpu"}
+
+
+def fast_options(problem: str | None = None, **overrides: Any) -> RunOptions:
+    opts: dict[str, Any] = dict(FAST)
+    if problem in SMALL_SHAPES and "shapes" not in overrides:
+        opts["shapes"] = SMALL_SHAPES[problem]
+    opts.update(overrides)
+    return RunOptions(**opts)
+
+
+@pytest.fixture
+def run_check() -> Callable[..., Verdict]:
+    """``run_check(problem, candidate, **options)``: problem a name or a path."""
+
+    def run(problem: str | Path, candidate: str | Path, **options: Any) -> Verdict:
+        name = problem if isinstance(problem, str) and "/" not in problem else None
+        path = problem_path(problem) if name else Path(problem)
+        small = name if options.pop("small", True) else None
+        return check(path, candidate, fast_options(small, **options), runner=LocalRunner())
+
+    return run
+
+
+class VerdictPool:
+    """Runs checks on a few threads (each check is its own worker process) and hands
+    each test its verdict: the suite's wall time is mostly worker start-up (importing
+    torch), which overlaps well on two cores."""
+
+    def __init__(self, jobs: int) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="check")
+        self.futures: dict[str, Future[Verdict]] = {}
+
+    def submit(self, key: str, fn: Callable[[], Verdict]) -> None:
+        if key not in self.futures:
+            self.futures[key] = self.executor.submit(fn)
+
+    def get(self, key: str, fn: Callable[[], Verdict]) -> Verdict:
+        self.submit(key, fn)
+        return self.futures[key].result()
+
+    def wait(self) -> None:
+        for future in list(self.futures.values()):
+            future.exception()
+
+
+@pytest.fixture(scope="session")
+def verdict_pool() -> Iterator[VerdictPool]:
+    pool = VerdictPool(int(os.environ.get("CTXKERNEL_TEST_JOBS", "2")))
+    yield pool
+    pool.wait()
+    pool.executor.shutdown()

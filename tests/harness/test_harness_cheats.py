@@ -1,0 +1,74 @@
+"""The issue's reward-hacking list, one planted cheat per file under ``cheats/``.
+
+File names start with the item number of the issue (``c01`` .. ``c15``); each file's
+header names the problem, the options (``policy_scan=false`` switches the static filter
+to warnings so the runtime defence is what catches it) and the expected rung and reason.
+GPU-only cheats (side streams, illegal memory access, recycled CUDA memory) are in
+``test_harness_gpu.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cheatspec import Expectation, problem_path, read_expectation
+from conftest import VerdictPool, fast_options
+
+from harness.runner import LocalRunner, check
+from harness.verdict import Verdict
+
+CHEATS = sorted((Path(__file__).resolve().parent / "cheats").glob("c*.py"))
+ITEMS = {int(p.name[1:3]) for p in CHEATS}
+
+
+def _run(expect: Expectation) -> Verdict:
+    assert expect.problem
+    options = fast_options(expect.problem, **expect.options)
+    return check(problem_path(expect.problem), expect.path, options, runner=LocalRunner())
+
+
+@pytest.fixture(scope="module")
+def cheat_verdicts(verdict_pool: VerdictPool) -> Iterator[VerdictPool]:
+    with pytest.MonkeyPatch.context() as mp:
+        # a secret in the parent's environment must not reach any worker (c15_env_scrubbed)
+        mp.setenv("FAKE_SECRET_API_KEY", "must-not-reach-the-worker")
+        for cheat in CHEATS:
+            expect = read_expectation(cheat)
+            verdict_pool.submit(cheat.name, lambda e=expect: _run(e))
+        yield verdict_pool
+        verdict_pool.wait()
+
+
+def test_every_cpu_item_of_the_issue_has_a_planted_cheat() -> None:
+    assert set(range(1, 16)) == ITEMS, sorted(set(range(1, 16)) - ITEMS)
+
+
+@pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
+def test_cheat_is_rejected_with_a_named_reason(cheat: Path, cheat_verdicts: VerdictPool) -> None:
+    expect = read_expectation(cheat)
+    verdict = cheat_verdicts.get(cheat.name, lambda: _run(expect))
+    failed = verdict.failed_rung
+    if expect.rung == "none":
+        assert failed is None, verdict.feedback()
+        return
+    assert failed is not None, f"{cheat.name} passed: {verdict.lines()}"
+    assert failed.name == expect.rung, failed.reason
+    assert expect.words.lower() in failed.reason.lower(), failed.reason
+
+
+def test_runtime_patches_are_all_named(cheat_verdicts: VerdictPool) -> None:
+    cheat = Path(__file__).resolve().parent / "cheats" / "c08_runtime_patch.py"
+    verdict = cheat_verdicts.get(cheat.name, lambda: _run(read_expectation(cheat)))
+    joined = "\n".join(verdict.integrity)
+    assert "replaced torch.allclose" in joined
+    assert "replaced time.perf_counter" in joined
+
+
+def test_crash_feedback_names_the_candidate_line(cheat_verdicts: VerdictPool) -> None:
+    cheat = Path(__file__).resolve().parent / "cheats" / "c15_segfault.py"
+    verdict = cheat_verdicts.get(cheat.name, lambda: _run(read_expectation(cheat)))
+    feedback = verdict.feedback()
+    assert "crashed with SIGSEGV" in feedback
+    assert "faulthandler._sigsegv()" in feedback, feedback
