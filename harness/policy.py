@@ -61,7 +61,6 @@ GROUPS: dict[str, OpGroup] = {
             "torch.linalg.multi_dot",
             "torch.nn.functional.linear",
             "torch.nn.functional.bilinear",
-            "torch.nn.Linear",
             "torch._scaled_mm",
             "numpy.matmul",
             "numpy.dot",
@@ -116,8 +115,6 @@ GROUPS: dict[str, OpGroup] = {
             "torch.log_softmax",
             "torch.nn.functional.log_softmax",
             "torch._softmax",
-            "torch.nn.Softmax",
-            "torch.nn.LogSoftmax",
             "torch.special.log_softmax",
         ],
         methods=["softmax", "log_softmax"],
@@ -131,13 +128,13 @@ GROUPS: dict[str, OpGroup] = {
         ],
     ),
     "rms_norm": _g(
-        calls=["torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm"],
+        calls=["torch.nn.functional.rms_norm", "torch.rms_norm"],
         methods=[],
         functions=["rms_norm"],
         aten=["aten::rms_norm", "aten::_fused_rms_norm"],
     ),
     "layer_norm": _g(
-        calls=["torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm"],
+        calls=["torch.nn.functional.layer_norm", "torch.layer_norm"],
         methods=[],
         functions=["layer_norm"],
         aten=["aten::layer_norm", "aten::native_layer_norm"],
@@ -242,6 +239,18 @@ class Policy:
         """The FORBIDDEN entry that forbids ``name`` (a call, ``.method``, ``fn:x`` or aten op)."""
         return self.origin.get(name, name)
 
+
+# nn modules whose forward is one of the groups: a KernelBench reference built from them
+# forbids the group. Not in ``calls``: a candidate may construct them to hold parameters;
+# calling them is caught at run time.
+MODULES: dict[str, str] = {
+    "torch.nn.Linear": "matmul",
+    "torch.nn.Bilinear": "matmul",
+    "torch.nn.Softmax": "softmax",
+    "torch.nn.LogSoftmax": "softmax",
+    "torch.nn.RMSNorm": "rms_norm",
+    "torch.nn.LayerNorm": "layer_norm",
+}
 
 # Heavy library ops: used when a problem has no explicit policy but the reference's own
 # heavy ops should not be called by the candidate (KernelBench importer).

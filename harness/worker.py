@@ -46,7 +46,12 @@ _Tensor = torch.Tensor  # captured before any candidate code runs
 _type = type
 _isinstance = isinstance
 _MAX_POISON = 1 << 30
-_DEVICE_FAULTS = ("illegal memory access", "device-side assert", "unspecified launch failure", "CUDA error")
+_DEVICE_FAULTS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUDA error",
+)
 
 
 def _dense(t: torch.Tensor) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..errors import ProblemError
-from ..policy import GROUPS, canonical_name
+from ..policy import GROUPS, MODULES, canonical_name
 from ..problem import Problem, import_file, isolated_import_path, to_device
 
 INIT_SEED = 42
@@ -79,6 +79,8 @@ def reference_ops(source: str) -> list[str]:
                 for group_name, group in GROUPS.items():
                     if group_name != "add" and name in group.calls:
                         found.append(group_name)
+                if name in MODULES:
+                    found.append(MODULES[name])
                 if name in _CONV_CALLS:
                     found.extend(
                         [
