@@ -52,15 +52,21 @@ LANGUAGES: dict[str, tuple[str, str]] = {
     ".sh": ("shell", "lines"),
 }
 
-# Target architecture tags, read from paths and text.
-_ARCH_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"(?<![A-Za-z0-9])sm_?(\d{2,3})[af]?(?![0-9])", re.I), ""),
-    (re.compile(r"\bampere\b", re.I), "sm80"),
-    (re.compile(r"\bhopper\b", re.I), "sm90"),
-    (re.compile(r"\bblackwell\b", re.I), "sm100"),
-    (re.compile(r"\bwgmma\b|\bgmma\b", re.I), "sm90"),
-    (re.compile(r"\btcgen05\b|\bumma\b", re.I), "sm100"),
-]
+# Target architecture tags, read from paths and text: one pass of one regex.
+_ARCH_RE = re.compile(
+    r"(?<![A-Za-z0-9])sm_?(?P<num>\d{2,3})[af]?(?![0-9])"
+    r"|\b(?P<word>ampere|hopper|blackwell|wgmma|gmma|tcgen05|umma)\b",
+    re.I,
+)
+_ARCH_WORDS = {
+    "ampere": "sm80",
+    "hopper": "sm90",
+    "blackwell": "sm100",
+    "wgmma": "sm90",
+    "gmma": "sm90",
+    "tcgen05": "sm100",
+    "umma": "sm100",
+}
 
 
 @dataclass(frozen=True)
@@ -130,13 +136,10 @@ def language_for(path: str) -> str:
 def arch_tags(path: str, text: str = "") -> tuple[str, ...]:
     """Architectures a chunk targets, from its path and (the start of) its text."""
     found: set[str] = set()
-    for haystack in (path, text[:4000]):
-        for pattern, tag in _ARCH_PATTERNS:
-            for match in pattern.finditer(haystack):
-                if tag:
-                    found.add(tag)
-                else:
-                    found.add(f"sm{match.group(1)}")
+    for haystack in (path, text[:3000]):
+        for match in _ARCH_RE.finditer(haystack):
+            num = match.group("num")
+            found.add(f"sm{num}" if num else _ARCH_WORDS[match.group("word").lower()])
     return tuple(sorted(found, key=lambda t: int(t[2:])))
 
 

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MAX_TOKENS = 128
-EMBED_TEXT_CHARS = 700
 
 _MODELS: dict[tuple[str, str, int], Any] = {}
 _LOCK = threading.Lock()
@@ -74,11 +73,13 @@ class Embedder:
         self,
         model: str | None = None,
         device: str | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
     ):
         self.model_id, self._load_from = resolve_model(model)
         self._device = device
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens or int(
+            os.environ.get("CTXKERNEL_EMBED_MAX_TOKENS", DEFAULT_MAX_TOKENS)
+        )
 
     @property
     def device(self) -> str:
@@ -157,27 +158,49 @@ class Embedder:
 _LICENSE_RE = re.compile(
     r"(copyright|license|spdx|redistribution|warranty|all rights reserved)", re.I
 )
+_PROSE = frozenset({"markdown", "rst", "html", "text"})
+
+# What the dense side sees, by kind of chunk (characters; ~4 per token). Embedding cost
+# grows with length, and the lexical index sees every chunk whole, so code chunks get a
+# summary and glue (imports, closing braces: no symbol, no docstring) only its path and
+# first lines.
+PROSE_CHARS = 600
+CODE_CHARS = 360
+GLUE_CHARS = 120
 
 
-def embed_text(chunk: Chunk) -> str:
-    """The compact text the dense side sees for a chunk."""
+def embed_text(chunk: Chunk, style: str | None = None) -> str:
+    """The compact text the dense side sees for a chunk.
+
+    ``style`` "full" (or env CTXKERNEL_EMBED_TEXT=full) embeds the chunk text as is, up
+    to the model's window: the naive baseline the benchmarks compare against.
+    """
+    style = style or os.environ.get("CTXKERNEL_EMBED_TEXT", "compact")
+    if style == "full":
+        return chunk.text
+    prose = chunk.language in _PROSE
+    glue = not prose and not chunk.symbol and not chunk.doc
+    budget = PROSE_CHARS if prose else GLUE_CHARS if glue else CODE_CHARS
     parts = [chunk.path]
     if chunk.symbol:
         parts.append(chunk.symbol)
     if chunk.title and chunk.title != chunk.symbol:
         parts.append(chunk.title)
     if chunk.doc:
-        parts.append(" ".join(chunk.doc.split())[:400])
+        parts.append(" ".join(chunk.doc.split())[:budget])
+    used = sum(len(p) for p in parts)
     body: list[str] = []
     for line in chunk.text.splitlines():
+        if used >= budget:
+            break
         stripped = line.strip()
         if not stripped or _LICENSE_RE.search(stripped) or set(stripped) <= set("/*#=-_ "):
             continue
+        if stripped in parts:
+            continue
         body.append(" ".join(stripped.split()))
-        if sum(len(b) for b in body) > EMBED_TEXT_CHARS:
-            break
-    text = "\n".join(parts + body)
-    return text[: EMBED_TEXT_CHARS + 200]
+        used += len(body[-1])
+    return "\n".join(parts + body)[: budget + 200]
 
 
 _DIGITS = re.compile(r"\d+")
