@@ -2,7 +2,9 @@
 library's `fetch` brings them) into a complete local git repository at its HEAD tree,
 leaving out the absent files. The benchmarks index that repository with --source.
 
-usage: python bench/materialize_snapshot.py SNAPSHOT_GIT_DIR OUT_DIR
+usage: python bench/materialize_snapshot.py SNAPSHOT_GIT_DIR OUT_DIR [SUBDIR]
+
+With SUBDIR, only that folder of the snapshot is written, as the new repository's root.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import sys
 from pathlib import Path
 
 
-def main(src: str, out: str) -> None:
+def main(src: str, out: str, subdir: str = "") -> None:
     src_dir, out_dir = Path(src), Path(out)
     head = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    listing = subprocess.run(["git", "-C", src, "ls-tree", "-r", "-z", "HEAD"], capture_output=True, check=True).stdout
+    prefix = subdir.strip("/") + "/" if subdir else ""
+    tree = f"HEAD:{subdir.strip('/')}" if subdir else "HEAD"
+    listing = subprocess.run(["git", "-C", src, "ls-tree", "-r", "-z", tree], capture_output=True, check=True).stdout
     entries = []
     for raw in listing.split(b"\0"):
         if not raw:
@@ -27,6 +31,7 @@ def main(src: str, out: str) -> None:
     batch = subprocess.Popen(["git", "-C", str(src_dir), "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert batch.stdin and batch.stdout
     missing = 0
+    del prefix  # paths from `ls-tree HEAD:sub` are already relative to sub
     for mode, sha, path in entries:
         batch.stdin.write(sha.encode() + b"\n")
         batch.stdin.flush()
@@ -52,4 +57,4 @@ def main(src: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -9,7 +9,9 @@ finishes the job. Binary, huge and non-UTF-8 files are skipped and counted.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
+import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -104,10 +106,7 @@ def chunk_file(
             continue
         anchor = p.anchor
         if corpus.doc_url and language == "markdown" and p.title:
-            # a Markdown conversion of a docs page: a text fragment scrolls to the heading
-            import urllib.parse
-
-            anchor = "#:~:text=" + urllib.parse.quote(p.title.strip("# ").split(" (part")[0])
+            anchor = _converted_doc_anchor(corpus.doc_url, body, p.title)
         url = corpus.link(
             ref=snapshot.ref, path=f.path, start=p.start_line, end=p.end_line, anchor=anchor
         )
@@ -140,6 +139,24 @@ def chunk_file(
             seen.add(c.id)
             unique.append(c)
     return unique
+
+
+_DOC_LINK = re.compile(r"\]\((https?://[^)\s#]+)#([A-Za-z0-9_.:%-]+)")
+
+
+def _converted_doc_anchor(doc_url: str, body: str, title: str) -> str:
+    """The upstream anchor of a section of a Markdown conversion of a docs page.
+
+    Conversions often keep the page's own heading links (``[Title](https://…/#anchor)``):
+    use that anchor when it points at the corpus's page. Otherwise a text fragment
+    (``#:~:text=Title``), which browsers scroll to.
+    """
+    host = urllib.parse.urlparse(doc_url).netloc
+    for line in body.splitlines()[:6]:
+        for match in _DOC_LINK.finditer(line):
+            if urllib.parse.urlparse(match.group(1)).netloc == host:
+                return "#" + match.group(2)
+    return "#:~:text=" + urllib.parse.quote(title.strip("# ").split(" (part")[0])
 
 
 def index_corpus(
