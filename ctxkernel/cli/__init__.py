@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "grep": "retrieval:grep_cmd",
     "show": "retrieval:show_cmd",
     "check": "check:check_cmd",
+    "tools": "tools:tools_group",
+    "mcp": "mcp:mcp_cmd",
 }
 
 

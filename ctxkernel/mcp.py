@@ -1,0 +1,180 @@
+"""MCP server: the agent tools of ``ctxkernel.tools`` served with the official ``mcp`` SDK's
+low-level ``Server`` — over stdio (the client spawns ``ctxkernel mcp``) or streamable HTTP.
+
+The tool list and input schemas come straight from the ToolSet (nothing is re-declared
+here). One Workspace, and so one embedding model, lives for the whole server process;
+calls run one at a time in a worker thread so the event loop keeps answering. A bad
+argument or a failed lookup is a tool result with ``isError: true``, never a crash. Logs
+go to stderr: on stdio, stdout is the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .tools import ToolSet
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+log = logging.getLogger("ctxkernel.mcp")
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+A local index of GPU-kernel references: CUTLASS/CuTe/CuTeDSL, Triton and the PTX ISA.
+Call list_corpora once for the corpus names. Use docs for one known name (tl.dot,
+wgmma.mma_async, make_tiled_copy), search for questions in plain words or identifiers,
+grep for an exact regex over one corpus, and read with an id (corpus:path:start-end) that
+the others print to see more lines. Cite what you use by its id and URL."""
+
+
+class ToolServer:
+    """An MCP ``Server`` over a ToolSet, and the one worker lane its calls run in.
+
+    Calls (and the start-up warm-up) run one at a time in a worker thread: the Workspace
+    is not meant to be shared between threads, and two threads importing torch and
+    chromadb at once can trip over each other's half-initialised modules.
+    """
+
+    def __init__(self, toolset: ToolSet) -> None:
+        import anyio
+
+        self.toolset = toolset
+        self.limiter = anyio.CapacityLimiter(1)
+        self.server = self._build()
+
+    def _build(self) -> Server[Any]:
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        toolset = self.toolset
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            return types.ListToolsResult(
+                tools=[
+                    types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                    for t in toolset
+                ]
+            )
+
+        async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            result = await self._in_worker(toolset.call, params.name, params.arguments)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=result.text)],
+                is_error=result.is_error,
+            )
+
+        def input_schema(name: str) -> dict[str, Any] | None:
+            return toolset.get(name).input_schema if name in toolset else None
+
+        return Server(
+            "ctxkernel",
+            version=_version(),
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=input_schema,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+        )
+
+    async def _in_worker(self, fn: Callable[..., T], *args: Any, abandon: bool = False) -> T:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(
+            fn, *args, limiter=self.limiter, abandon_on_cancel=abandon
+        )
+
+    async def warm_up(self) -> None:
+        """Open the index and load the embedding model before the first call needs them."""
+        await self._in_worker(_warm_up, self.toolset, abandon=True)
+
+
+def build_server(toolset: ToolSet) -> Server[Any]:
+    """A low-level MCP Server answering tools/list and tools/call from ``toolset``."""
+    return ToolServer(toolset).server
+
+
+def serve(
+    *,
+    index_dir: str | Path | None = None,
+    chroma_url: str | None = None,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    warm: bool = True,
+    log_level: str = "warning",
+    toolset: ToolSet | None = None,
+) -> None:
+    """Run the server until the client goes away (stdio) or it is interrupted (HTTP)."""
+    import anyio
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, log_level.upper(), logging.WARNING),
+        format="ctxkernel mcp: %(levelname)s %(name)s: %(message)s",
+    )
+    if toolset is None:
+        from .workspace import Workspace
+
+        toolset = ToolSet(Workspace(index_dir, chroma_url))
+    app = ToolServer(toolset)
+    try:
+        if http:
+            anyio.run(_serve_http, app, host, port, log_level, warm)
+        else:
+            anyio.run(_serve_stdio, app, warm)
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve_stdio(app: ToolServer, warm: bool) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    log.info("serving over stdio")
+    # fd 1 points at stderr inside stdio_server: nothing the model loading prints reaches the wire
+    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
+        if warm:
+            tg.start_soon(app.warm_up)
+        server = app.server
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _serve_http(app: ToolServer, host: str, port: int, log_level: str, warm: bool) -> None:
+    import anyio
+    import uvicorn
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving on %s without authentication: anyone who can reach it can query", host)
+    starlette_app = app.server.streamable_http_app(host=host)
+    config = uvicorn.Config(
+        starlette_app, host=host, port=port, log_level=log_level, access_log=False
+    )
+    print(f"ctxkernel mcp: streamable HTTP on http://{host}:{port}/mcp", file=sys.stderr)
+    async with anyio.create_task_group() as tg:
+        if warm:
+            tg.start_soon(app.warm_up)
+        await uvicorn.Server(config).serve()
+        tg.cancel_scope.cancel()
+
+
+def _warm_up(toolset: ToolSet) -> None:
+    try:
+        ws = toolset.workspace
+        if ws.store.corpora():
+            ws.embedder.embed_query("warm up")
+    except Exception as exc:  # the calls that need it will report it; the server keeps going
+        log.warning("warm-up failed: %s", exc)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctxkernel")
+    except PackageNotFoundError:
+        return "0"

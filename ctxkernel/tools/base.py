@@ -1,0 +1,302 @@
+"""The tool model: :class:`Tool` (name, description for a model, input schema, handler),
+:class:`ToolSet` (the tools one agent or server offers, bound to a Workspace), the registry,
+the Anthropic Messages API forms (:func:`anthropic_tools`, :func:`run_tool_use`) and the
+:class:`Budget` every tool's text output is kept under."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 4
+DEFAULT_MAX_TOKENS = 4000
+MIN_MAX_TOKENS = 200
+MAX_MAX_TOKENS = 32000
+NOTICE_CHARS = 300  # kept free at the end of every result for the cut notice
+
+# (workspace, validated arguments) -> text; the workspace is None for a tool that says
+# it needs none (so a harness tool never opens the index)
+Handler = Callable[[Any, dict[str, Any]], str]
+
+
+class ToolError(Exception):
+    """Bad input or a failed lookup; the message is what the model sees as the error result."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One agent tool: what the model sees (name, description, schema) and what runs."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    needs_workspace: bool = True
+
+    def validate(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The arguments checked against the schema, with the schema's defaults filled in."""
+        import jsonschema
+
+        args = dict(arguments or {})
+        validator = jsonschema.Draft202012Validator(self.input_schema)
+        errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.path), str(e.path)))
+        if errors:
+            found = "; ".join(dict.fromkeys(_schema_error(e, self) for e in errors[:4]))
+            raise ToolError(f"{self.name}: invalid input: {found}")
+        for key, prop in self.input_schema.get("properties", {}).items():
+            if key not in args and "default" in prop:
+                args[key] = prop["default"]
+        return args
+
+    def to_anthropic(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The MCP ``tools/list`` wire form (camelCase ``inputSchema``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+
+
+@dataclass
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register(tool: Tool, *, replace: bool = False) -> Tool:
+    """Add a tool to the default set (every ToolSet created afterwards carries it)."""
+    if tool.name in _REGISTRY and not replace:
+        raise ValueError(f"a tool named {tool.name!r} is already registered")
+    _check_schema(tool)
+    _REGISTRY[tool.name] = tool
+    return tool
+
+
+def builtin_tools() -> list[Tool]:
+    """The registered tools, in registration order."""
+    return list(_REGISTRY.values())
+
+
+class ToolSet:
+    """The tools an agent or server offers, bound to one Workspace (made on first use)."""
+
+    def __init__(
+        self,
+        workspace: Workspace | Callable[[], Workspace] | None = None,
+        tools: Iterable[Tool] | None = None,
+    ) -> None:
+        self._workspace: Workspace | None = None
+        self._factory: Callable[[], Workspace] | None = None
+        if workspace is None:
+            self._factory = _default_workspace
+        elif callable(workspace):
+            self._factory = workspace
+        else:
+            self._workspace = workspace
+        self._tools: dict[str, Tool] = {}
+        for tool in builtin_tools() if tools is None else tools:
+            self.register(tool)
+
+    @property
+    def workspace(self) -> Workspace:
+        if self._workspace is None:
+            assert self._factory is not None
+            self._workspace = self._factory()
+        return self._workspace
+
+    def register(self, tool: Tool, *, replace: bool = False) -> ToolSet:
+        if tool.name in self._tools and not replace:
+            raise ValueError(f"this ToolSet already has a tool named {tool.name!r}")
+        _check_schema(tool)
+        self._tools[tool.name] = tool
+        return self
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool:
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ToolError(f"unknown tool {name!r} (tools: {', '.join(self._tools)})")
+        return tool
+
+    def run(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        """Validate and run one tool; ToolError for anything the model should correct."""
+        tool = self.get(name)
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise ToolError(f"{name}: input must be a JSON object, got {type(arguments).__name__}")
+        args = tool.validate(arguments)
+        try:
+            return tool.handler(self.workspace if tool.needs_workspace else None, args)
+        except ToolError:
+            raise
+        except UserError as exc:
+            raise ToolError(f"{name}: {exc}") from exc
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        """Like :meth:`run` but never raises: errors come back as ``is_error`` results."""
+        try:
+            return ToolResult(self.run(name, arguments))
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        except Exception as exc:  # a bug must not end the agent's loop or the server
+            log.exception("tool %s failed", name)
+            return ToolResult(f"{name}: internal error: {type(exc).__name__}: {exc}", True)
+
+
+def _default_workspace() -> Workspace:
+    from .workspace import Workspace
+
+    return Workspace()
+
+
+# --- Anthropic Messages API -------------------------------------------------------------
+
+
+def anthropic_tools(
+    toolset: ToolSet | Iterable[Tool] | None = None, *, cache_control: bool = False
+) -> list[dict[str, Any]]:
+    """Tool definitions in the Messages API ``tools`` format.
+
+    ``cache_control=True`` marks the last tool ``{"type": "ephemeral"}`` so the whole tool
+    list is a cached prompt prefix.
+    """
+    tools = list(toolset) if toolset is not None else builtin_tools()
+    out = [t.to_anthropic() for t in tools]
+    if cache_control and out:
+        out[-1]["cache_control"] = {"type": "ephemeral"}
+    return out
+
+
+def run_tool_use(target: ToolSet | Workspace, block: Any) -> dict[str, Any]:
+    """Execute a ``tool_use`` block (a dict or an SDK ``ToolUseBlock``) and return the
+    ``tool_result`` content block to send back in the next user message."""
+    toolset = target if isinstance(target, ToolSet) else ToolSet(target)
+    block_id, name, arguments = _tool_use_fields(block)
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            result = ToolResult(f"{name}: input is not valid JSON: {exc}", True)
+            return _tool_result(block_id, result)
+    result = toolset.call(name, arguments)
+    return _tool_result(block_id, result)
+
+
+def _tool_use_fields(block: Any) -> tuple[str, str, Any]:
+    if isinstance(block, Mapping):
+        kind, block_id, name = block.get("type"), block.get("id"), block.get("name")
+        arguments = block.get("input", {})
+    else:
+        kind, block_id, name = (getattr(block, a, None) for a in ("type", "id", "name"))
+        arguments = getattr(block, "input", {})
+    if kind not in (None, "tool_use") or not block_id or not name:
+        raise ValueError(f"not a tool_use block: {block!r}")
+    return str(block_id), str(name), arguments
+
+
+def _tool_result(block_id: str, result: ToolResult) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": block_id,
+        "content": result.text,
+        "is_error": result.is_error,
+    }
+
+
+# --- output under a token budget --------------------------------------------------------
+
+
+class Budget:
+    """Collects output pieces while they fit in ``max_tokens`` (≈ 4 chars a token),
+    keeping room for the closing ``[cut: …]`` line."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.total = max_tokens * CHARS_PER_TOKEN
+        self.limit = self.total - min(NOTICE_CHARS, self.total // 3)
+        self.parts: list[str] = []
+        self.used = 0
+
+    def fits(self, text: str) -> bool:
+        return self.used + len(text) + 1 <= self.limit
+
+    def add(self, text: str) -> bool:
+        if not self.fits(text):
+            return False
+        self.parts.append(text)
+        self.used += len(text) + 1
+        return True
+
+    def add_lines(self, lines: Iterable[str]) -> int:
+        """Add lines one by one while they fit; how many went in."""
+        n = 0
+        for line in lines:
+            if not self.add(line):
+                break
+            n += 1
+        return n
+
+    def render(self, cut: str = "") -> str:
+        text = "\n".join(self.parts)
+        if cut:
+            room = self.total - len(text) - 1
+            notice = f"[cut: {cut}]"
+            if len(notice) > room:
+                notice = notice[: max(0, room - 2)] + "…]"
+            text = f"{text}\n{notice}" if text else notice
+        return text
+
+
+# --- schema checks ----------------------------------------------------------------------
+
+
+def _check_schema(tool: Tool) -> None:
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"tool {tool.name!r}: invalid input schema: {exc.message}") from exc
+    if tool.input_schema.get("type") != "object":
+        raise ValueError(f"tool {tool.name!r}: the input schema must be an object")
+
+
+def _schema_error(error: Any, tool: Tool) -> str:
+    where = "/".join(str(p) for p in error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = ", ".join(tool.input_schema.get("properties", {}))
+        return f"{error.message} (accepted: {allowed})"
+    if error.validator == "required":
+        return error.message
+    if error.validator == "anyOf" and where:
+        return f"{where}: expected a string or a list of strings, got {error.instance!r}"
+    return f"{where}: {error.message}" if where else error.message

@@ -1,0 +1,685 @@
+"""The retrieval tools — ``search``, ``grep``, ``docs``, ``read``, ``list_corpora`` — over a
+Workspace: their descriptions for a model, input schemas and handlers, the rendering of
+hits (id, upstream URL, numbered lines) under the budget, grep's pattern guard and time
+limit, and ``read``'s confinement to the files a corpus recorded."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ..corpus import KINDS, Hit, parse_chunk_id
+from ..errors import UserError
+from .base import (
+    DEFAULT_MAX_TOKENS,
+    MAX_MAX_TOKENS,
+    MIN_MAX_TOKENS,
+    NOTICE_CHARS,
+    Budget,
+    Tool,
+    ToolError,
+)
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+GREP_DEFAULT_TIMEOUT_S = 10.0
+GREP_MAX_TIMEOUT_S = 30.0
+GREP_GRACE_S = 1.0  # on top of the engine's own limit before the tool gives up on it
+
+
+def _numbered(lines: list[str], first: int, marks: set[int] | None = None) -> list[str]:
+    width = len(str(first + len(lines) - 1))
+    out = []
+    for i, line in enumerate(lines):
+        n = first + i
+        sep = ":" if marks is not None and n in marks else " "
+        out.append(f"{n:>{width}}{sep} {line}")
+    return out
+
+
+def _hit_header(rank: int, hit: Hit) -> list[str]:
+    c = hit.chunk
+    label = c.symbol or c.title.strip("# ")
+    # grep blocks are line ranges, not indexed chunks: no language or kind of their own
+    tags = "" if hit.via == "grep" else ", ".join(x for x in (c.language, c.kind) if x)
+    head = f"[{rank}] {c.id}" + (f"  {label}" if label else "") + (f"  ({tags})" if tags else "")
+    return [head, f"url: {c.url or '(no upstream link for this corpus)'}"]
+
+
+def _id_list(ids: list[str], room: int) -> str:
+    """As many ids as fit in ``room`` characters, then an ellipsis."""
+    out: list[str] = []
+    used = 0
+    for i, ident in enumerate(ids):
+        if used + len(ident) + 2 > room and out:
+            return ", ".join(out) + f", … ({len(ids) - i} more)"
+        out.append(ident)
+        used += len(ident) + 2
+    return ", ".join(out)
+
+
+def _render_hits(
+    budget: Budget,
+    hits: list[Hit],
+    lines_per_hit: int,
+    *,
+    marks: bool = False,
+    more_hint: str,
+) -> str:
+    """Hits one after another while they fit, the first cut by lines if it alone is too
+    long; returns the cut notice ("" when everything went in)."""
+    for i, hit in enumerate(hits):
+        c = hit.chunk
+        body = c.text.splitlines()
+        matches = set(hit.extra.get("matches", [])) if marks else None
+        shown = body[:lines_per_hit]
+        block = _hit_header(hit.rank or i + 1, hit) + _numbered(shown, c.start_line, matches)
+        if len(body) > len(shown):
+            rest = f"{c.corpus}:{c.path}:{c.start_line + len(shown)}-{c.end_line}"
+            block.append(f"  … {len(body) - len(shown)} more lines: read {rest}")
+        if budget.add("\n".join(block)):
+            budget.add("")
+            continue
+        if i == 0:
+            # the first hit alone is over budget: give as many of its lines as fit
+            budget.add_lines(block[:2])
+            last = c.start_line + budget.add_lines(block[2 : 2 + len(shown)])
+            others = len(hits) - 1
+            more = f" and {others} more hits" if others else ""
+            return (
+                f"lines {last}-{c.end_line} of hit 1{more} not shown; {more_hint}; "
+                f"the rest of hit 1 is {c.corpus}:{c.path}:{last}-{c.end_line}"
+            )
+        left = hits[i:]
+        head = f"{len(left)} more hits not shown; {more_hint}: "
+        return head + _id_list([h.id for h in left], NOTICE_CHARS - len(head) - 40)
+    while budget.parts and budget.parts[-1] == "":
+        budget.parts.pop()
+    return ""
+
+
+# --- the built-in tools -------------------------------------------------------------------
+
+_MAX_TOKENS_PROP: dict[str, Any] = {
+    "type": "integer",
+    "minimum": MIN_MAX_TOKENS,
+    "maximum": MAX_MAX_TOKENS,
+    "default": DEFAULT_MAX_TOKENS,
+    "description": "Upper bound on the size of the result in tokens (about 4 characters "
+    "each). Longer output is cut between hits or lines, with a note saying what was left out.",
+}
+
+_CORPORA_PROP: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+    ],
+    "description": 'Corpus name or list of names to search, e.g. "cutlass", "triton", '
+    '"ptx" (list_corpora shows what is indexed). Default: all indexed corpora.',
+}
+
+
+def _corpora_arg(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _search(ws: Workspace, args: dict[str, Any]) -> str:
+    result = ws.search(
+        args["query"],
+        _corpora_arg(args.get("corpus")),
+        args["k"],
+        args["mode"],
+        args.get("path"),
+        args.get("language"),
+        args.get("kind"),
+    )
+    budget = Budget(args["max_tokens"])
+    where = ", ".join(result.corpora)
+    if not result.hits:
+        return (
+            f"No results for {args['query']!r} in {where} ({result.mode}). Try other words, "
+            "fewer filters, mode='lexical' for exact identifiers, or grep for a regex."
+        )
+    budget.add(
+        f"{len(result.hits)} results for {args['query']!r} in {where} ({result.mode}); "
+        "cite ids as corpus:path:start-end, read(ref=id) for more lines."
+    )
+    budget.add("")
+    cut = _render_hits(
+        budget,
+        result.hits,
+        args["lines_per_hit"],
+        more_hint="raise max_tokens, lower k or lines_per_hit, or read an id",
+    )
+    return budget.render(cut)
+
+
+def _grep(ws: Workspace, args: dict[str, Any]) -> str:
+    pattern: str = args["pattern"]
+    check_grep_pattern(pattern)
+    timeout: float = args["timeout_s"]
+    result = _with_deadline(
+        lambda: ws.grep(
+            args["corpus"],
+            pattern,
+            ignore_case=args["ignore_case"],
+            path_glob=args.get("path"),
+            context=args["context"],
+            max_results=args["max_matches"],
+            time_limit_s=timeout,
+        ),
+        timeout + GREP_GRACE_S,
+        f"grep: no answer within {timeout:g} s; narrow it with path or a more specific pattern",
+    )
+    stopped = f"stopped early: {result.truncated}" if result.truncated else ""
+    if not result.hits:
+        text = f"No matches for /{pattern}/ in {args['corpus']} ({result.files_searched} files)."
+        return text + (
+            f"\n[cut: {stopped}; narrow with path or raise timeout_s]" if stopped else ""
+        )
+    budget = Budget(args["max_tokens"])
+    matches = sum(len(h.extra.get("matches", [])) for h in result.hits)
+    budget.add(
+        f"{matches} matching lines in {len(result.hits)} blocks for /{pattern}/ in "
+        f"{args['corpus']} ({result.files_searched} files); match lines are marked 'N:'."
+    )
+    budget.add("")
+    cut = _render_hits(
+        budget,
+        result.hits,
+        10_000,
+        marks=True,
+        more_hint="narrow with path, lower context, raise max_tokens, or read an id",
+    )
+    if stopped:
+        # the engine stopped first: say so before what the budget left out
+        limit = "raise max_matches or timeout_s, or narrow with path"
+        cut = f"{stopped} ({limit}); {cut}" if cut else f"{stopped}; {limit}"
+    return budget.render(cut)
+
+
+def check_grep_pattern(pattern: str) -> None:
+    """ToolError for a regex that does not compile or repeats something already repeated
+    (``(a+)+``, ``(\\w*)*``): whatever the engine, such patterns are never needed."""
+    import re
+
+    try:
+        parsed = _sre_parse(pattern)
+    except re.error as exc:
+        raise ToolError(f"grep: bad regex {pattern!r}: {exc}") from None
+    if parsed is not None and _nested_repeat(parsed):
+        raise ToolError(
+            f"grep: regex {pattern!r} repeats a group that itself repeats (like (a+)+ or "
+            "(\\w+\\.)*); such nested quantifiers can take exponential time and are rejected. "
+            "Rewrite it with one quantifier, e.g. [\\w.]+ instead of (\\w+\\.)+\\w+."
+        )
+
+
+def _sre_parse(pattern: str) -> Any:
+    import re
+
+    re.compile(pattern)
+    try:
+        import re._parser as sre  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - every supported Python has it
+        return None
+    return sre.parse(pattern)
+
+
+def _nested_repeat(parsed: Any, inside: bool = False) -> bool:
+    import re._constants as c  # type: ignore[import-not-found]
+
+    for op, av in parsed:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
+            _, hi, sub = av
+            repeats = hi > 1
+            if repeats and inside:
+                return True
+            if _nested_repeat(sub, inside or repeats):
+                return True
+        elif op is c.SUBPATTERN:
+            if _nested_repeat(av[-1], inside):
+                return True
+        elif op is c.BRANCH:
+            if any(_nested_repeat(b, inside) for b in av[1]):
+                return True
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            if _nested_repeat(av[1], inside):
+                return True
+        elif op is getattr(c, "ATOMIC_GROUP", None) and _nested_repeat(av, inside):
+            return True
+    return False
+
+
+def _with_deadline(fn: Callable[[], Any], seconds: float, message: str) -> Any:
+    """Run ``fn`` in a worker thread; ToolError if it is still running after ``seconds``."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="ctxkernel-tool", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ToolError(message)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _docs(ws: Workspace, args: dict[str, Any]) -> str:
+    topic: str = args["topic"]
+    result = ws.docs(topic, _corpora_arg(args.get("corpus")), args["alternatives"])
+    budget = Budget(args["max_tokens"])
+    if result.best is None:
+        text = f"No definition or section found for {topic!r}."
+        if result.suggestions:
+            text += " Did you mean: " + ", ".join(result.suggestions) + "?"
+        return text + " Try search(query=...) with other words."
+    best = result.best
+    c = best.chunk
+    how = {"exact": "exact name", "name": "name", "search": "closest text match"}.get(
+        result.how, result.how
+    )
+    budget.add(f"docs {topic!r}: best match by {how}.")
+    budget.add_lines(_hit_header(1, best))
+    body = _numbered(c.text.splitlines(), c.start_line)
+    n = budget.add_lines(body)
+    tail: list[str] = []
+    if result.alternatives:
+        tail.append("Alternatives (read any id):")
+        for h in result.alternatives:
+            label = h.chunk.symbol or h.chunk.title.strip("# ")
+            tail.append(f"- {h.id}  {label}  {h.chunk.url or ''}".rstrip())
+    if result.suggestions:
+        tail.append("Did you mean: " + ", ".join(result.suggestions))
+    if n < len(body):
+        last = c.start_line + n
+        return budget.render(
+            f"lines {last}-{c.end_line} of the best match and {len(result.alternatives)} "
+            f"alternatives not shown; read {c.corpus}:{c.path}:{last}-{c.end_line}"
+        )
+    budget.add("")
+    shown = budget.add_lines(tail)
+    if shown < len(tail):
+        return budget.render(f"{len(tail) - shown} lines of alternatives not shown")
+    return budget.render()
+
+
+def _read(ws: Workspace, args: dict[str, Any]) -> str:
+    ref: str = args["ref"].strip()
+    corpus, path, start, end = _safe_ref(ref)
+    start = args.get("start_line") or start
+    end = args.get("end_line") or end
+    if start is not None and end is not None and end < start:
+        raise ToolError(f"read: end_line {end} is before start_line {start}")
+    _check_inside_root(ws, corpus, path)
+    rng = ws.read(f"{corpus}:{path}", start, end)
+    budget = Budget(args["max_tokens"])
+    budget.add(f"{rng.corpus}:{rng.path}:{rng.start_line}-{rng.end_line} of {rng.total_lines}")
+    budget.add(f"url: {rng.url or '(no upstream link for this corpus)'}")
+    if rng.source == "chunks":
+        budget.add("(rebuilt from the index: the file is not on this machine)")
+    n = budget.add_lines(_numbered(rng.lines, rng.start_line))
+    if n < len(rng.lines):
+        nxt = rng.start_line + n
+        # the header names what is shown (never longer than the one it replaces)
+        shown_end = max(rng.start_line, nxt - 1)
+        budget.parts[0] = (
+            f"{rng.corpus}:{rng.path}:{rng.start_line}-{shown_end} of {rng.total_lines}"
+        )
+        if "#L" in rng.url:
+            budget.parts[1] = f"url: {rng.url.split('#L')[0]}#L{rng.start_line}-L{shown_end}"
+        return budget.render(
+            f"lines {nxt}-{rng.end_line} not shown; read {rng.corpus}:{rng.path}:{nxt}-{rng.end_line} "
+            "or raise max_tokens"
+        )
+    if rng.end_line < rng.total_lines:
+        budget.add(
+            f"(file continues: read {rng.corpus}:{rng.path}:{rng.end_line + 1}-{rng.total_lines})"
+        )
+    return budget.render()
+
+
+def _safe_ref(ref: str) -> tuple[str, str, int | None, int | None]:
+    """Split a ref and refuse anything that is not a plain relative path inside a corpus."""
+    try:
+        corpus, path, start, end = parse_chunk_id(ref)
+    except UserError as exc:
+        raise ToolError(f"read: {exc}") from None
+    parts = PurePosixPath(path).parts
+    if (
+        path.startswith(("/", "~", "\\"))
+        or (len(path) > 1 and path[1] == ":")
+        or "\\" in path
+        or "\0" in path
+        or any(p in ("..", ".") for p in parts)
+    ):
+        raise ToolError(
+            f"read: {path!r} is not a corpus path: give the path inside the corpus as search "
+            "and grep print it (no '..', no absolute or home paths)"
+        )
+    return corpus, path, start, end
+
+
+_ROOTS: dict[tuple[str, str, str], Path | None] = {}
+
+
+def _check_inside_root(ws: Workspace, corpus: str, path: str) -> None:
+    """Refuse a recorded file whose copy on disk now leads out of the corpus's files
+    (a symlink swapped in after indexing): ``read`` only ever shows corpus content."""
+    if corpus not in ws.store.corpora():
+        return  # Workspace.read explains what is indexed
+    cache = ws.store.synced_cache(corpus)
+    entry = cache.file(path)
+    if entry is None or not entry.local or not os.path.lexists(entry.local):
+        return
+    key = (str(ws.store.index_dir), corpus, cache.get_info("generation") or "")
+    if key not in _ROOTS:
+        _ROOTS[key] = _corpus_root({p: e.local for p, e in cache.files().items()})
+    root = _ROOTS[key]
+    try:
+        real = Path(entry.local).resolve(strict=True)
+    except (OSError, RuntimeError):
+        real = None
+    if root is None or real is None or not real.is_relative_to(root.resolve()):
+        raise ToolError(
+            f"read: refusing {corpus}:{path}: its file on disk resolves outside the corpus "
+            "(a symlink leaving the indexed tree); re-index the corpus"
+        )
+
+
+def _corpus_root(locals_by_path: Mapping[str, str]) -> Path | None:
+    """The directory the recorded files were taken from: each local path minus the
+    upstream path it ends with, then the common ancestor of those."""
+    roots: set[str] = set()
+    for path, local in locals_by_path.items():
+        if not local:
+            continue
+        lp, pp = Path(local).parts, PurePosixPath(path).parts
+        n = 0
+        while n < min(len(lp), len(pp)) and lp[-1 - n] == pp[-1 - n]:
+            n += 1
+        roots.add(str(Path(*lp[: len(lp) - n])) if n < len(lp) else os.sep)
+    if not roots:
+        return None
+    return Path(os.path.commonpath(sorted(roots)))
+
+
+def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
+    budget = Budget(args["max_tokens"])
+    statuses = ws.status(check_upstream=False)
+    if not statuses:
+        return "No corpora are defined or indexed."
+    budget.add("Corpora (pass a name as `corpus` to search, grep and docs):")
+    lines: list[str] = []
+    for st in statuses:
+        desc = " ".join(st.description.split())
+        if len(desc) > 200:
+            desc = desc[:199] + "…"
+        r = st.record
+        if r is None:
+            lines.append(f"- {st.name}: {desc} (not indexed: `ctxkernel index {st.name}`)")
+            continue
+        when = time.strftime("%Y-%m-%d", time.gmtime(r.indexed_at)) if r.indexed_at else "?"
+        state = "" if r.complete else "; incomplete (index again)"
+        ref = f" ({r.ref})" if r.ref and r.ref != r.version else ""
+        lines.append(
+            f"- {st.name}: {desc}\n  indexed {when}: {r.files} files, {r.chunks} chunks, "
+            f"{r.source_kind} version {r.version[:12]}{ref}{state}"
+        )
+    n = budget.add_lines(lines)
+    if n < len(lines):
+        return budget.render(f"{len(lines) - n} more corpora not shown; raise max_tokens")
+    return budget.render()
+
+
+SEARCH = Tool(
+    name="search",
+    description="""\
+Search the local index of GPU-kernel references — CUTLASS/CuTe/CuTeDSL sources and \
+examples, Triton sources and tutorials, the PTX ISA manual — by meaning and by name \
+(hybrid BM25 + embeddings, with definitions of a named symbol ranked first).
+
+Use it first when you need to know how something is done or where an API is defined: \
+plain-language questions ("TMA load into shared memory with an mbarrier", "how to time a \
+kernel and get the median") and identifiers (make_tiled_copy, tl.dot, \
+cp.async.bulk.tensor) both work. For an exact regex use grep; for the documentation of \
+one known name use docs.
+
+Returns up to k hits, best first, each with its id corpus:path:start-end, its upstream \
+URL and its numbered lines (at most lines_per_hit). Cite hits by id; pass an id to read \
+for the surrounding lines. Output is cut to max_tokens with a closing [cut: ...] note.
+
+Examples: {"query": "swizzle shared memory layout to avoid bank conflicts", "corpus": \
+"cutlass", "k": 5}; {"query": "do_bench", "corpus": "triton", "kind": "source"}; \
+{"query": "wgmma accumulate fp32", "corpus": "ptx", "mode": "lexical"}""",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2000,
+                "description": "What to look for: a question in plain words or a name.",
+            },
+            "corpus": _CORPORA_PROP,
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 50,
+                "default": 8,
+                "description": "How many hits to return.",
+            },
+            "mode": {
+                "type": "string",
+                "enum": ["hybrid", "lexical", "dense"],
+                "default": "hybrid",
+                "description": "hybrid (default) fuses both; lexical for exact identifiers "
+                "and error messages; dense for paraphrased questions.",
+            },
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Only files whose path matches this glob, e.g. "
+                '"examples/python/CuTeDSL/**" or "python/triton/language/*".',
+            },
+            "language": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Only this language: python, cpp, cuda, markdown, rst, html, ptx.",
+            },
+            "kind": {
+                "type": "string",
+                "enum": list(KINDS),
+                "description": "Only this kind of file: example, tutorial, source, doc, test.",
+            },
+            "lines_per_hit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 400,
+                "default": 30,
+                "description": "At most this many lines of each hit.",
+            },
+            "max_tokens": _MAX_TOKENS_PROP,
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    handler=_search,
+)
+
+GREP = Tool(
+    name="grep",
+    description="""\
+Regex search over every file of one indexed corpus (ripgrep syntax, one line at a time), \
+like `rg -C N PATTERN`. Use it to find every use or the exact spelling of an identifier, \
+an error message, an instruction variant, or a string search ranked results might miss.
+
+Returns the matching blocks in path order, each with its id corpus:path:start-end, its \
+upstream URL and numbered lines; matching lines are marked "N:" and context lines "N ". \
+Stops after max_matches matching lines or timeout_s seconds and says so in a closing \
+[cut: ...] note, as it does when max_tokens is reached.
+
+Patterns that repeat a repeated group, like (a+)+ or (\\w+\\.)*, are rejected: write \
+[\\w.]+ instead. Escape regex metacharacters in literal text (cp\\.async\\.bulk).
+
+Examples: {"pattern": "def do_bench", "corpus": "triton", "context": 5}; {"pattern": \
+"make_tiled_copy\\\\(", "corpus": "cutlass", "path": "include/cute/**"}; {"pattern": \
+"mbarrier\\\\.try_wait", "corpus": "ptx", "ignore_case": true}""",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 500,
+                "description": "The regular expression (Rust regex / ripgrep syntax).",
+            },
+            "corpus": {
+                "type": "string",
+                "minLength": 1,
+                "description": 'The one corpus to search, e.g. "cutlass", "triton", "ptx".',
+            },
+            "ignore_case": {"type": "boolean", "default": False},
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "description": 'Only files whose path matches this glob, e.g. "include/cute/**".',
+            },
+            "context": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 20,
+                "default": 2,
+                "description": "Lines of context before and after each match.",
+            },
+            "max_matches": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 1000,
+                "default": 50,
+                "description": "Stop after this many matching lines.",
+            },
+            "timeout_s": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": GREP_MAX_TIMEOUT_S,
+                "default": GREP_DEFAULT_TIMEOUT_S,
+                "description": "Give up after this many seconds (returning what was found).",
+            },
+            "max_tokens": _MAX_TOKENS_PROP,
+        },
+        "required": ["pattern", "corpus"],
+        "additionalProperties": False,
+    },
+    handler=_grep,
+)
+
+DOCS = Tool(
+    name="docs",
+    description="""\
+Look up the documentation of one name: a PTX instruction or directive \
+(wgmma.mma_async, cp.async.bulk.tensor, mbarrier.try_wait, ldmatrix, .reqntid), a Triton \
+API (tl.dot, triton.testing.do_bench) or a CuTe/CuTeDSL name (cute.make_layout, \
+make_tiled_copy). Exact names resolve from the symbol table, so this is faster and more \
+precise than search when you know what the thing is called.
+
+Returns the section or definition that documents the name (its id, upstream URL and \
+numbered text), then close alternatives (other definitions, overloads, related \
+sections) by id, and spelling suggestions when nothing has that name.
+
+Examples: {"topic": "tl.dot"}; {"topic": "wgmma.mma_async", "corpus": "ptx"}; \
+{"topic": "make_tiled_copy", "corpus": "cutlass", "alternatives": 10}""",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "topic": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 300,
+                "description": "The name to look up, spelled as in code or the PTX manual.",
+            },
+            "corpus": _CORPORA_PROP,
+            "alternatives": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 20,
+                "default": 5,
+                "description": "How many other candidates to list after the best one.",
+            },
+            "max_tokens": _MAX_TOKENS_PROP,
+        },
+        "required": ["topic"],
+        "additionalProperties": False,
+    },
+    handler=_docs,
+)
+
+READ = Tool(
+    name="read",
+    description="""\
+Read lines of an indexed file, by the id that search, grep and docs print \
+(corpus:path:start-end) or by corpus:path. Use it to see the code around a hit, a whole \
+function or the rest of a file. Only files of indexed corpora can be read: no absolute \
+paths, no '..'.
+
+Returns the numbered lines with the file's total line count and the upstream URL of the \
+range. Long ranges are cut at a line boundary to max_tokens; the closing [cut: ...] note \
+gives the id of the rest.
+
+Examples: {"ref": "cutlass:include/cute/atom/copy_atom.hpp:120-180"}; \
+{"ref": "triton:python/triton/testing.py", "start_line": 90, "end_line": 160}""",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "ref": {
+                "type": "string",
+                "minLength": 3,
+                "maxLength": 1000,
+                "description": "corpus:path or corpus:path:start-end, as hits print it.",
+            },
+            "start_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "First line to show (1-based); overrides the range in ref.",
+            },
+            "end_line": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Last line to show; overrides the range in ref.",
+            },
+            "max_tokens": _MAX_TOKENS_PROP,
+        },
+        "required": ["ref"],
+        "additionalProperties": False,
+    },
+    handler=_read,
+)
+
+LIST_CORPORA = Tool(
+    name="list_corpora",
+    description="""\
+List the corpora this index knows: name, what it holds, whether it is indexed, how many \
+files and chunks, which upstream version. Call it once to learn the names to pass as \
+`corpus` to search, grep and docs (typically cutlass, triton, ptx).
+
+Example: {}""",
+    input_schema={
+        "type": "object",
+        "properties": {"max_tokens": _MAX_TOKENS_PROP},
+        "additionalProperties": False,
+    },
+    handler=_list_corpora,
+)
