@@ -40,6 +40,7 @@ LANGUAGES: dict[str, tuple[str, str]] = {
     ".rst": ("rst", "rst"),
     ".html": ("html", "ptx_html"),
     ".htm": ("html", "ptx_html"),
+    ".ipynb": ("notebook", "notebook"),
     ".txt": ("text", "lines"),
     ".td": ("tablegen", "lines"),
     ".mlir": ("mlir", "lines"),

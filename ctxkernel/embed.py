@@ -158,7 +158,7 @@ class Embedder:
 _LICENSE_RE = re.compile(
     r"(copyright|license|spdx|redistribution|warranty|all rights reserved)", re.I
 )
-_PROSE = frozenset({"markdown", "rst", "html", "text"})
+_PROSE = frozenset({"markdown", "rst", "html", "text", "notebook"})
 
 # What the dense side sees, by kind of chunk (characters; ~4 per token). Embedding cost
 # grows with length, and the lexical index sees every chunk whole, so code chunks get a

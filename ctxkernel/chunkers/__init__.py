@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from . import cpp, lines, markdown, ptx_html, python
+from . import cpp, lines, markdown, notebook, ptx_html, python
 from .base import DEFAULT_MAX_LINES, MAX_CHUNK_CHARS, Chunker, Piece
 from .markdown import heading_names, slugify
 
@@ -26,6 +26,7 @@ _CHUNKERS: dict[str, Chunker] = {
     "markdown": markdown.chunk,
     "rst": markdown.chunk_rst,
     "ptx_html": ptx_html.chunk,
+    "notebook": notebook.chunk,
     "lines": lines.chunk,
 }
 CHUNKER_NAMES = tuple(_CHUNKERS)
