@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cheatspec import EXAMPLES, FIXTURES
+from conftest import VerdictPool
 
 from harness.runner import LocalRunner, RunOptions, check
+from harness.verdict import Verdict
 
 HONEST = [
     EXAMPLES / "vector_add",
@@ -19,11 +22,22 @@ HONEST = [
 ]
 
 
-@pytest.mark.parametrize("problem", HONEST, ids=lambda p: p.name)
-def test_honest_solution_passes_on_cpu(problem: Path) -> None:
+def _run(problem: Path) -> Verdict:
     # every SHAPE (odd sizes included), two trials each (the second in place), a short burst
     options = RunOptions(device="cpu", trials=2, burst=2, record=False)
-    verdict = check(problem, problem / "solution_triton.py", options, runner=LocalRunner())
+    return check(problem, problem / "solution_triton.py", options, runner=LocalRunner())
+
+
+@pytest.fixture(scope="module")
+def honest_verdicts(verdict_pool: VerdictPool) -> Iterator[VerdictPool]:
+    for problem in HONEST:
+        verdict_pool.submit(f"honest:{problem}", lambda p=problem: _run(p))
+    yield verdict_pool
+
+
+@pytest.mark.parametrize("problem", HONEST, ids=lambda p: p.name)
+def test_honest_solution_passes_on_cpu(problem: Path, honest_verdicts: VerdictPool) -> None:
+    verdict = honest_verdicts.get(f"honest:{problem}", lambda: _run(problem))
     assert verdict.ok, verdict.feedback()
     assert [r.name for r in verdict.rungs] == [
         "pre-checks",
