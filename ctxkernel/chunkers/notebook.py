@@ -104,7 +104,7 @@ def chunk(text: str, path: str, max_lines: int = DEFAULT_MAX_LINES) -> list[Piec
             flush()
             size = 0
         if heading is not None:
-            level, name = heading
+            level = heading[0]
             crumbs[:] = [c for c in crumbs if c[0] < level] + [heading]
         group.append(idx)
         size += n

@@ -7,19 +7,29 @@ from collections.abc import Callable
 
 import pytest
 
-from ctxkernel.chunkers import CHUNKER_NAMES, cpp, get_chunker, lines, markdown, ptx_html, python
+from ctxkernel.chunkers import (
+    CHUNKER_NAMES,
+    cpp,
+    get_chunker,
+    lines,
+    markdown,
+    notebook,
+    ptx_html,
+    python,
+)
 
 Check = Callable[..., None]  # the `check` fixture from conftest.py
 
 
 def test_names_map_to_their_modules() -> None:
-    assert CHUNKER_NAMES == ("python", "cpp", "markdown", "rst", "ptx_html", "lines")
+    assert CHUNKER_NAMES == ("python", "cpp", "markdown", "rst", "ptx_html", "notebook", "lines")
     assert get_chunker("python") is python.chunk
     assert get_chunker("cpp") is cpp.chunk
     assert get_chunker("markdown") is markdown.chunk
     assert get_chunker("rst") is markdown.chunk_rst
     assert get_chunker("ptx_html") is ptx_html.chunk
     assert get_chunker("lines") is lines.chunk
+    assert get_chunker("notebook") is notebook.chunk
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:
