@@ -47,7 +47,9 @@ def chunk(text: str, path: str, max_lines: int = DEFAULT_MAX_LINES) -> list[Piec
     def flush() -> None:
         if not group:
             return
-        parts, names, title, doc = [], [], "", ""
+        parts: list[str] = []
+        names: list[str] = []
+        title, doc = "", ""
         for idx in group:
             cell = cells[idx]
             source = _cell_source(cell).rstrip()

@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "grep": "retrieval:grep_cmd",
     "show": "retrieval:show_cmd",
     "check": "check:check_cmd",
+    "eval": "evaluate:eval_cmd",
+    "docs": "docs:docs_cmd",
     "tools": "tools:tools_group",
     "mcp": "mcp:mcp_cmd",
 }
