@@ -53,6 +53,8 @@ ALLOWED_PROGRAMS = frozenset(
         "as",
         "ldconfig",
         "which",
+        "file",  # platform.architecture() runs it (seen under triton 3.6 on an H200)
+        "uname",
         "x86_64-linux-gnu-gcc",
         "x86_64-linux-gnu-g++",
         "aarch64-linux-gnu-gcc",

@@ -79,7 +79,10 @@ class CompileRung:
 
 def _first_line(error: dict[str, object]) -> str:
     text = str(error.get("message") or "").strip()
-    first = text.splitlines()[-1] if text else "unknown error"
+    lines = text.splitlines() or ["unknown error"]
+    # "CUDA error: an illegal memory access..." leads; a Triton CompilationError ("at 13:8:")
+    # shows the source first and the error last
+    first = lines[-1] if lines[0].rstrip().endswith(":") else lines[0]
     frames = error.get("candidate_frames") or []
     if isinstance(frames, list) and frames:
         last = frames[-1]

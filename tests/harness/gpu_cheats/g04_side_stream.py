@@ -20,6 +20,10 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 _SIDE = []
 
+# compile now, so that every call's launch comes right after its sleep
+_warm = torch.ones(8, device="cuda")
+add_kernel[(1,)](_warm, _warm, _warm, 8, BLOCK=1024)
+
 
 def custom_kernel(inputs):
     x, y = inputs
