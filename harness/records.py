@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,7 +55,3 @@ def write_record(
                 data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
             (path / log.name).write_bytes(data)
     return path
-
-
-def copy_tree(src: Path, dst: Path) -> None:
-    shutil.copytree(src, dst, dirs_exist_ok=True)

@@ -72,6 +72,7 @@ class RunOptions:
     shapes: list[dict[str, Any]] | None = None  # override the problem's SHAPES
     timeout_s: float = 30.0  # per request
     compile_timeout_s: float = 300.0  # the load request (imports, load_inline builds)
+    first_call_timeout_s: float = 120.0  # on a GPU, the first call (JIT compile, autotuning)
     memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
     burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
     settle_s: float = 0.05  # wait after a call before checking the output again

@@ -211,7 +211,12 @@ class LadderContext:
     # -- calls ---------------------------------------------------------------------------
 
     def call(
-        self, inputs: TrialInputs, in_place: bool = False, repeat: int = 1, burst: bool = False
+        self,
+        inputs: TrialInputs,
+        in_place: bool = False,
+        repeat: int = 1,
+        burst: bool = False,
+        timeout_s: float | None = None,
     ) -> CallRecord:
         record = CallRecord(inputs)
         tensors: list[torch.Tensor] = []
@@ -236,7 +241,7 @@ class LadderContext:
             "burst": burst,
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
-        timeout = self.options.timeout_s * max(1, repeat)
+        timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)
         try:
             reply = self.session.request(header, [*tensors, *init_tensors], timeout, max_reply)
         except WorkerGone as gone:
