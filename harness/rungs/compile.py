@@ -61,9 +61,6 @@ class CompileRung:
         if ctx.device != "cpu":
             first_timeout = max(first_timeout, ctx.options.first_call_timeout_s)
         first = ctx.call(ctx.make_inputs(0, 0), timeout_s=first_timeout)
-            ctx.make_inputs(0, 0),
-            timeout_s=max(ctx.options.compile_timeout_s, ctx.options.timeout_s),
-        )
         ctx.first = first
         if first.error and (first.error.get("compile_error") or first.error.get("in_kernel")):
             label = "compile error" if first.error.get("compile_error") else "error in kernel code"
