@@ -143,7 +143,7 @@ def _lexical_fallback(
     found: list[tuple[int, str, int]] = []
     for corpus in names:
         cache = store.synced_cache(corpus)
-        for rank, row in enumerate(_lexical(cache, tokens, n + 1, Filters())):
+        for rank, row in enumerate(_lexical(cache, tokens, n + 1, Filters()).get("head", [])):
             found.append((rank, corpus, row))
     found.sort()
     hits: list[Hit] = []

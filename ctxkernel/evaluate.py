@@ -140,7 +140,10 @@ def run(
     k: int = 10,
 ) -> list[QueryResult]:
     results: list[QueryResult] = []
-    queries = list(queries)
+    indexed = set(ws.store.corpora())
+    queries = [q for q in queries if q.corpus in indexed]
+    if not queries:
+        raise UserError("none of the queries' corpora is indexed")
     # warm the model and caches so latency measures warm searches
     ws.search(queries[0].query, corpora=[queries[0].corpus], k=k)
     for mode in modes:

@@ -47,9 +47,13 @@ class Filters:
 
 @dataclass
 class Weights:
-    lexical: float = 1.0
-    dense: float = 1.0
-    symbol: float = 1.5
+    """How much each ranked list counts in the fusion (reciprocal-rank fusion weights)."""
+
+    body: float = 1.0  # BM25 over chunk text
+    head: float = 1.0  # BM25 over symbol, title, defined names, file name
+    file: float = 0.5  # BM25 over whole files, through each file's best chunk
+    dense: float = 1.0  # embedding similarity of chunk summaries
+    symbol: float = 1.5  # chunks that define a name the query spells out
 
 
 @dataclass
@@ -119,12 +123,10 @@ class Searcher:
             t = time.perf_counter()
             tokens = tokenize(query)
             for name, cache in caches.items():
-                lists.append(
-                    (
-                        self.weights.lexical,
-                        [(name, r) for r in _lexical(cache, tokens, depth, filters)],
-                    )
-                )
+                for fieldname, rows in _lexical(cache, tokens, depth, filters).items():
+                    weight = getattr(self.weights, fieldname)
+                    if weight:
+                        lists.append((weight, [(name, r) for r in rows]))
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
@@ -186,30 +188,23 @@ class Searcher:
         return hits
 
 
-def _lexical(cache: CorpusCache, tokens: list[str], depth: int, filters: Filters) -> list[int]:
+def _lexical(
+    cache: CorpusCache, tokens: list[str], depth: int, filters: Filters
+) -> dict[str, list[int]]:
+    """Rows ranked by each lexical field (see ``lexical.LexicalIndex``)."""
     import numpy as np
 
-    loaded = cache.bm25()
-    if loaded is None or not tokens:
-        return []
-    model, rows = loaded
-    vocab = model.vocab_dict
-    known = [t for t in tokens if t in vocab]
-    if not known:
-        return []
-    scores = np.asarray(model.get_scores(known), dtype=np.float32)
+    index = cache.bm25()
+    if index is None or not tokens:
+        return {}
     allowed = cache.filter_rows(
         paths_glob=filters.path, language=filters.language, kind=filters.kind
     )
+    mask = None
     if allowed is not None:
-        mask = np.isin(rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-        scores = np.where(mask, scores, 0.0)
-    n = min(depth, int((scores > 0).sum()))
-    if n == 0:
-        return []
-    top = np.argpartition(-scores, n - 1)[:n]
-    top = top[np.argsort(-scores[top], kind="stable")]
-    return [int(rows[i]) for i in top]
+        mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+    ranked: dict[str, list[int]] = index.rank(tokens, depth, mask)
+    return ranked
 
 
 _KIND_ORDER = {"doc": 0, "source": 1, "tutorial": 2, "example": 3, "test": 4}

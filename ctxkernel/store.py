@@ -164,7 +164,6 @@ class CorpusCache:
         self.corpus = corpus
         self._db: sqlite3.Connection | None = None
         self._bm25: Any = None
-        self._bm25_rows: Any = None
         self._bm25_mtime = 0.0
 
     @property
@@ -339,58 +338,26 @@ class CorpusCache:
 
     # lexical index
     def build_bm25(self) -> int:
-        import bm25s
-        import numpy as np
+        """Rebuild the lexical index from the chunk table; returns the number of chunks."""
+        from .lexical import LexicalIndex
 
-        from .tokenize import tokenize
-
-        rows: list[int] = []
-        docs: list[list[str]] = []
-        for row, path, symbol, title, defines, text in self.iter_rows(
-            "row, path, symbol, title, defines, text"
-        ):
-            # the path, symbol and title count too: a query naming a file or symbol finds it
-            tokens = tokenize(f"{path} {symbol} {title} {defines}") + tokenize(text or "")
-            rows.append(int(row))
-            docs.append(tokens or ["<empty>"])
-        tmp = self.directory / f"bm25.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        if docs:
-            model = bm25s.BM25(k1=1.2, b=0.75)
-            model.index(docs, show_progress=False)
-            model.save(str(tmp), show_progress=False)
-        else:
-            tmp.mkdir(parents=True)
-        np.save(tmp / "rows.npy", np.asarray(rows, dtype=np.int64))
-        old = self.directory / f"bm25.old-{os.getpid()}"
-        if self.bm25_dir.exists():
-            os.replace(self.bm25_dir, old)
-        os.replace(tmp, self.bm25_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        count = LexicalIndex.build(
+            self.bm25_dir, self.iter_rows("row, path, symbol, title, defines, text")
+        )
         self._bm25 = None
-        return len(docs)
+        return count
 
-    def bm25(self) -> tuple[Any, Any] | None:
-        """(bm25s model, rows array) or None when there is no lexical index yet."""
-        import numpy as np
+    def bm25(self) -> Any:
+        """The corpus's LexicalIndex, or None when there is none yet (loaded once, reloaded when rebuilt)."""
+        from .lexical import LexicalIndex
 
-        rows_file = self.bm25_dir / "rows.npy"
-        if not rows_file.is_file():
+        meta = self.bm25_dir / "meta.json"
+        if not meta.is_file():
             return None
-        mtime = rows_file.stat().st_mtime
+        mtime = meta.stat().st_mtime
         if self._bm25 is None or mtime != self._bm25_mtime:
-            import bm25s
-
-            rows = np.load(rows_file)
-            model = (
-                bm25s.BM25.load(str(self.bm25_dir), show_progress=False, mmap=False)
-                if len(rows)
-                else None
-            )
-            self._bm25, self._bm25_rows, self._bm25_mtime = model, rows, mtime
-        if self._bm25 is None:
-            return None
-        return self._bm25, self._bm25_rows
+            self._bm25, self._bm25_mtime = LexicalIndex.load(self.bm25_dir), mtime
+        return self._bm25
 
 
 class Store:

@@ -39,6 +39,8 @@ def heading_names(heading: str) -> tuple[str, ...]:
     (`` `tl.dot` ``) count; a heading that is nothing but a dotted or snake_case name
     (``cp.async.bulk.tensor``) names itself. Section numbers are ignored.
     """
+    # links count by their text only: a URL's path segments are not names
+    heading = _LINK.sub(r"\1", _IMAGE.sub(r"\1", heading))
     names: list[str] = []
     for span in _CODE_SPAN.findall(heading):
         m = _CODE_NAME.match(span.strip())
@@ -86,10 +88,17 @@ def docutils_id(text: str) -> str:
     return re.sub(r"^[^a-z]+", "", ident).rstrip("-")
 
 
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+# permalink glyphs that docs converters leave in headings: the pilcrow, icon-font code points
+_GLYPHS = re.compile("[\u00b6\ue000-\uf8ff]")
+
+
 def _plain(text: str) -> str:
     """Heading text without inline markup: links to their text, code marks dropped."""
-    text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = _IMAGE.sub(r"\1", text)
+    text = _LINK.sub(r"\1", text)
+    text = _GLYPHS.sub("", text)
     text = re.sub(r"`([^`<]*?)\s*<[^>]*>`_{1,2}", r"\1", text)  # rst `text <url>`_
     text = re.sub(r":[\w:.-]+:`", "`", text)  # rst roles such as :func:`name`
     text = re.sub(r"<[^>]+>", "", text)
@@ -376,7 +385,8 @@ def _section_pieces(
             j < len(headings)
             and _content_lines(lines, h.body, e) < MIN_SECTION_LINES
             and headings[j].level >= h.level
-            and ends[j] - h.line < max_lines
+            # a heading with nothing under it always joins what follows, however long
+            and (ends[j] - h.line < max_lines or _content_lines(lines, h.body, e) == 0)
         ):
             e, j = ends[j], j + 1
         names: list[str] = []

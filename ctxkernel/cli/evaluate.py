@@ -53,6 +53,11 @@ def eval_cmd(
     qs = load_queries(queries)
     results = run(ws, qs, chosen)
     rows = summarize(results)
+    skipped = sorted({q.corpus for q in qs} - set(ws.store.corpora()))
+    if skipped:
+        click.echo(
+            f"skipped the queries of corpora that are not indexed: {', '.join(skipped)}", err=True
+        )
     if as_json:
         for row in rows:
             json_line(row)
