@@ -9,10 +9,13 @@ finishes the job. Binary, huge and non-UTF-8 files are skipped and counted.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +23,7 @@ from . import chunkers
 from .corpus import Chunk, Corpus, arch_tags, language_for
 from .embed import Embedder, embed_text, reuse_key
 from .embedcache import EmbeddingCache
+from .errors import UserError
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
 from .store import CorpusRecord, FileEntry, Store, new_generation
@@ -168,8 +172,49 @@ def index_corpus(
     *,
     force: bool = False,
 ) -> IndexReport:
-    """Bring the store's copy of ``corpus`` up to date with ``source``."""
-    progress = progress or Progress()
+    """Bring the store's copy of ``corpus`` up to date with ``source``.
+
+    One run per corpus and index at a time: a second one fails fast instead of
+    interleaving its writes with the first.
+    """
+    with _corpus_lock(store, corpus.name):
+        return _index_corpus(store, corpus, source, embedder, progress or Progress(), force=force)
+
+
+@contextmanager
+def _corpus_lock(store: Store, name: str) -> Iterator[None]:
+    import fcntl
+
+    folder = store.index_dir / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise UserError(
+                f"another index run of {name!r} is in progress ({holder}); wait for it or stop it"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _index_corpus(
+    store: Store,
+    corpus: Corpus,
+    source: Source,
+    embedder: Embedder,
+    progress: Progress,
+    *,
+    force: bool,
+) -> IndexReport:
     clock = _Clock()
     t = time.perf_counter()
     snapshot = source.materialize(_fetch_progress(progress))

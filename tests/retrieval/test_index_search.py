@@ -188,3 +188,20 @@ def test_embeddings_are_reused_across_forced_reindex(ws: Workspace, demo_corpus:
     report = ws.index(demo_corpus, force=True)
     assert report.files_changed == 3
     assert report.embedded == 0 and report.embeddings_reused > 0
+
+
+def test_second_concurrent_index_run_fails_fast(ws: Workspace, demo_corpus: str) -> None:
+    """Two runs on one corpus would interleave their writes: the second one refuses."""
+    import fcntl
+
+    from ctxkernel.errors import UserError
+
+    locks = ws.store.index_dir / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{demo_corpus}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("pid 4242")
+        held.flush()
+        with pytest.raises(UserError, match="another index run of 'demo' is in progress"):
+            ws.index(demo_corpus)
+    assert ws.index(demo_corpus).files_total == 3  # free again once the holder is gone
