@@ -13,27 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import symbols
 from .corpus import Chunk, Hit
 from .store import Store
 from .tokenize import tokenize
-
-# Module aliases people and agents write, and the path fragments that hold them.
-ALIASES: dict[str, tuple[str, ...]] = {
-    "tl": ("triton/language",),
-    "triton.language": ("triton/language",),
-    "triton.testing": ("triton/testing",),
-    "triton": ("triton/",),
-    "gl": ("gluon",),
-    "ttgl": ("gluon",),
-    "cute": ("cute",),
-    "cutlass.cute": ("cute",),
-    "cutlass": ("cutlass",),
-    "cute.nvgpu": ("cute/nvgpu",),
-    "cpasync": ("cpasync",),
-    "warpgroup": ("warpgroup",),
-}
-
-_KIND_RANK = {"doc": 0, "source": 1, "tutorial": 3, "example": 4, "test": 5}
 
 
 @dataclass
@@ -61,47 +44,6 @@ class DocsResult:
         }
 
 
-def _split(topic: str) -> tuple[str, str]:
-    """(qualifier, name): ``tl.dot`` -> (``tl``, ``dot``); ``wgmma.mma_async`` stays whole too."""
-    t = topic.strip().rstrip("()").replace("::", ".")
-    if t.startswith(".") or "." not in t:
-        return "", t
-    qual, _, name = t.rpartition(".")
-    return qual, name
-
-
-def _candidates(topic: str) -> list[tuple[str, str, int]]:
-    """(name to look up, qualifier it must sit under, priority) — lower priority first."""
-    t = topic.strip().rstrip("()").replace("::", ".")
-    out = [(t, "", 0)]
-    qual, name = _split(t)
-    if qual:
-        out.append((name, qual, 1))
-    if not t.startswith(".") and t.lower() != t:
-        out.append((t.lower(), "", 2))
-    return out
-
-
-def _score(
-    chunk: Chunk, looked_up: str, topic: str, qualifier: str, priority: int, exact_case: bool
-) -> tuple[Any, ...]:
-    fragments = ALIASES.get(qualifier, (qualifier.replace(".", "/"),)) if qualifier else ()
-    under_qualifier = 0 if not fragments or any(f in chunk.path for f in fragments) else 1
-    # the section whose title ends with the name is the instruction's own section
-    title_match = 0 if chunk.title.rstrip().lower().endswith(looked_up.lower()) else 1
-    return (
-        priority,
-        under_qualifier,
-        0 if exact_case else 1,
-        title_match if chunk.kind == "doc" else 0,
-        _KIND_RANK.get(chunk.kind, 6),
-        0 if chunk.doc else 1,
-        chunk.path.count("/"),
-        chunk.path,
-        chunk.start_line,
-    )
-
-
 def lookup(
     store: Store, topic: str, corpora: list[str] | None = None, alternatives: int = 5
 ) -> DocsResult:
@@ -109,16 +51,7 @@ def lookup(
     names = corpora or store.corpora()
     scored: list[tuple[tuple[Any, ...], Chunk]] = []
     for corpus in names:
-        cache = store.synced_cache(corpus)
-        rows: dict[int, tuple[Any, ...]] = {}
-        for looked_up, qualifier, priority in _candidates(topic):
-            for row, defined in cache.defined(looked_up):
-                rows.setdefault(row, (looked_up, qualifier, priority, defined == looked_up))
-        chunks = cache.chunks_by_rows(list(rows))
-        for row, (looked_up, qualifier, priority, exact) in rows.items():
-            chunk = chunks.get(row)
-            if chunk is not None:
-                scored.append((_score(chunk, looked_up, topic, qualifier, priority, exact), chunk))
+        scored.extend(symbols.rank(store.synced_cache(corpus), topic))
     scored.sort(key=lambda s: s[0])
     if scored:
         hits = [
@@ -158,7 +91,7 @@ def suggest(store: Store, corpora: list[str], topic: str, n: int = 5) -> list[st
     vocabulary: set[str] = set()
     for corpus in corpora:
         vocabulary.update(store.synced_cache(corpus).defined_names())
-    _, name = _split(topic)
+    _, name = symbols.split_name(topic)
     pool = sorted(vocabulary)
     found = difflib.get_close_matches(topic, pool, n=n, cutoff=0.75)
     for extra in difflib.get_close_matches(name, pool, n=n, cutoff=0.75):

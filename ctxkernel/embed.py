@@ -181,7 +181,8 @@ def embed_text(chunk: Chunk, style: str | None = None) -> str:
     prose = chunk.language in _PROSE
     glue = not prose and not chunk.symbol and not chunk.doc
     budget = PROSE_CHARS if prose else GLUE_CHARS if glue else CODE_CHARS
-    parts = [chunk.path]
+    # the file name and its folder: long paths (docs conversions) would eat the budget
+    parts = ["/".join(chunk.path.split("/")[-2:])]
     if chunk.symbol:
         parts.append(chunk.symbol)
     if chunk.title and chunk.title != chunk.symbol:

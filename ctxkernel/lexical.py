@@ -122,6 +122,8 @@ class LexicalIndex:
         import numpy as np
 
         out: dict[str, list[int]] = {}
+        if not len(self.rows):
+            return {field: [] for field in FIELDS}
         body = self.scores("body", tokens)
         for field in FIELDS:
             scores = body if field == "body" else self.scores(field, tokens)
@@ -129,7 +131,7 @@ class LexicalIndex:
                 scores = np.where(allowed, scores, 0.0)
             if field == "file":
                 # one entry per file: its best chunk by body score, in file-score order
-                key = scores + 1e-6 * body / (float(body.max()) + 1.0)
+                key = scores + 1e-6 * body / (float(body.max(initial=0.0)) + 1.0)
                 order = np.argsort(-key, kind="stable")
                 seen: set[int] = set()
                 picked: list[int] = []

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder
 from .errors import UserError
@@ -118,6 +119,7 @@ class Searcher:
         timings: dict[str, float] = {}
         depth = max(50, k * 5)
         lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
+        sharp: list[tuple[float, list[tuple[str, int]]]] = []  # lists whose order must hold
         caches = {name: self.store.synced_cache(name) for name in names}
         if mode in ("hybrid", "lexical"):
             t = time.perf_counter()
@@ -142,11 +144,15 @@ class Searcher:
                 )
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
         if mode == "hybrid":
+            # a bare name asks for its definition: the definitions lead, in their order
+            name_query = is_name_query(query)
             for name, cache in caches.items():
                 sym = _symbol_rows(cache, query, filters)
                 if sym:
-                    lists.append((self.weights.symbol, [(name, r) for r in sym]))
-        fused = _rrf(lists)
+                    (sharp if name_query else lists).append(
+                        (self.weights.symbol, [(name, r) for r in sym])
+                    )
+        fused = _rrf(lists, sharp)
         hits = self._materialize(caches, fused, k, filters, mode)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(hits, took, mode, names, timings)
@@ -181,11 +187,21 @@ class Searcher:
             chunk = chunks[name].get(row)
             if chunk is None or not filters.accepts(chunk):
                 continue
-            hits.append(Hit(chunk, score=score, via=mode))
+            hits.append(Hit(chunk, score=score * length_prior(chunk), via=mode))
+        hits.sort(key=lambda h: -h.score)
         hits = merge_adjacent(hits)[:k]
         for i, h in enumerate(hits, 1):
             h.rank = i
         return hits
+
+
+SHORT_CHUNK_LINES = 12
+
+
+def length_prior(chunk: Chunk) -> float:
+    """Tiny chunks (a heading, a two-line stub) say little: rank them a bit lower."""
+    lines = sum(1 for line in chunk.text.splitlines() if line.strip())
+    return 0.6 + 0.4 * min(1.0, lines / SHORT_CHUNK_LINES)
 
 
 def _lexical(
@@ -207,51 +223,42 @@ def _lexical(
     return ranked
 
 
-_KIND_ORDER = {"doc": 0, "source": 1, "tutorial": 2, "example": 3, "test": 4}
-
-
 def _symbol_rows(cache: CorpusCache, query: str, filters: Filters) -> list[int]:
     """Chunks that define a name the query spells out, definitions before uses."""
     names = identifiers(query)
     if not names and len(query.split()) == 1:
         names = [query.strip()]
-    rows: list[tuple[tuple[int, int, int], int]] = []
+    ranked: list[tuple[tuple[Any, ...], int]] = []
     seen: set[int] = set()
     for name in names:
-        candidates = [name]
-        if "." in name.strip("."):
-            candidates.append(
-                name.rsplit(".", 1)[1]
-            )  # tl.dot -> dot, cute.make_layout -> make_layout
-        for pos, cand in enumerate(candidates):
-            for row, exact in cache.defined(cand):
-                if row in seen:
-                    continue
+        for key, chunk in symbols.rank(cache, name, filters):
+            row = cache.rows_for_ids([chunk.id]).get(chunk.id)
+            if row is not None and row not in seen:
                 seen.add(row)
-                rows.append(((pos, 0 if exact == cand else 1, 0), row))
-    if not rows:
-        return []
-    chunks = cache.chunks_by_rows([r for _, r in rows])
-    ranked = []
-    for key, row in rows:
-        c = chunks.get(row)
-        if c is None or not filters.accepts(c):
-            continue
-        ranked.append(
-            (
-                (key[0], key[1], _KIND_ORDER.get(c.kind, 5), 0 if c.doc else 1, c.path.count("/")),
-                row,
-            )
-        )
-    ranked.sort()
+                ranked.append((key, row))
+    ranked.sort(key=lambda kr: kr[0])
     return [row for _, row in ranked[:20]]
 
 
-def _rrf(lists: list[tuple[float, list[tuple[str, int]]]]) -> list[tuple[tuple[str, int], float]]:
+def is_name_query(query: str) -> bool:
+    """A query that is nothing but one identifier (``tl.dot``, ``make_tiled_copy``)."""
+    q = query.strip().rstrip("()")
+    return len(q.split()) == 1 and bool(identifiers(q) or q.isidentifier())
+
+
+SHARP_RRF_K = 2
+
+
+def _rrf(
+    lists: list[tuple[float, list[tuple[str, int]]]],
+    sharp: list[tuple[float, list[tuple[str, int]]]] | None = None,
+) -> list[tuple[tuple[str, int], float]]:
+    """Reciprocal-rank fusion; ``sharp`` lists use a small k, so their top ranks dominate."""
     scores: dict[tuple[str, int], float] = {}
-    for weight, ranked in lists:
-        for rank, key in enumerate(ranked, 1):
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank)
+    for k, group in ((RRF_K, lists), (SHARP_RRF_K, sharp or [])):
+        for weight, ranked in group:
+            for rank, key in enumerate(ranked, 1):
+                scores[key] = scores.get(key, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 

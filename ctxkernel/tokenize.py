@@ -11,6 +11,7 @@ Everything is lower-cased; a short stop-word list drops English glue.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _IDENT = re.compile(r"\.?[A-Za-z_%][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_0-9][A-Za-z0-9_]*)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -68,6 +69,24 @@ STOPWORDS = frozenset(
 )
 
 
+_STEMMER: Any = None
+_STEMS: dict[str, str] = {}
+
+
+def stem(word: str) -> str:
+    """English stem of a lower-case word (``launching`` -> ``launch``, ``dependents`` ->
+    ``depend``), so plain-words queries meet prose that inflects differently."""
+    got = _STEMS.get(word)
+    if got is None:
+        global _STEMMER
+        if _STEMMER is None:
+            import snowballstemmer
+
+            _STEMMER = snowballstemmer.stemmer("english")
+        got = _STEMS[word] = _STEMMER.stemWord(word) if len(_STEMS) < 200_000 else word
+    return got
+
+
 def _sub_words(part: str) -> list[str]:
     words: list[str] = [part] if "_" in part.strip("_") else []
     for piece in part.split("_"):
@@ -105,7 +124,9 @@ def tokenize(text: str) -> list[str]:
             for word in subs:
                 w = word.lower()
                 if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS:
-                    tokens.append(w)
+                    # whole identifiers stay as written; words (and identifier pieces) are stemmed
+                    whole = word == part and (len(subs) > 1 or not word.islower())
+                    tokens.append(w if whole or len(w) < 4 or not w.isalpha() else stem(w))
                     emitted = True
             if not emitted and len(lower) > 0 and lower not in STOPWORDS:
                 tokens.append(lower)

@@ -33,6 +33,9 @@ COMMANDS: dict[str, str] = {
     "docs": "docs:docs_cmd",
     "tools": "tools:tools_group",
     "mcp": "mcp:mcp_cmd",
+    "agent": "agent:agent_cmd",
+    "runs": "runs:runs_group",
+    "context": "context:context_group",
 }
 
 

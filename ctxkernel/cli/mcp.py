@@ -26,6 +26,25 @@ from .common import index_options
     show_default=True,
     help="Logging on stderr (stdout is the protocol).",
 )
+@click.option("--check", "with_check", is_flag=True, help="Also serve check_kernel (the harness).")
+@click.option(
+    "--problem",
+    type=click.Path(exists=True),
+    default=None,
+    help="The problem check_kernel checks when a call names none (implies --check).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["triton", "cutedsl", "cuda_inline", "torch"]),
+    default=None,
+    help="(check_kernel) Declare the candidates' backend.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "cuda"]),
+    default=None,
+    help="(check_kernel) Where candidates run (default: cuda when present).",
+)
 @index_options
 def mcp_cmd(
     http: bool,
@@ -33,6 +52,10 @@ def mcp_cmd(
     port: int,
     warm: bool,
     log_level: str,
+    with_check: bool,
+    problem: str | None,
+    backend: str | None,
+    device: str | None,
     index_dir: str | None,
     chroma_url: str | None,
 ) -> int:
@@ -41,12 +64,27 @@ def mcp_cmd(
     Over stdio by default (the client spawns this command); with --http, streamable HTTP
     at http://HOST:PORT/mcp. One index and one embedding model per server process.
 
+    With --check or --problem it also serves check_kernel, the verification harness
+    (each call is kept as a version under runs/agent/).
+
     \b
     Register it with Claude Code:
       claude mcp add ctxkernel -- ctxkernel mcp
+      claude mcp add ctxkernel -- ctxkernel mcp --problem examples/softmax
     """
     from ..mcp import serve
 
+    toolset = None
+    if with_check or problem:  # check_kernel: the same tool the agent loop uses
+        from harness.runner import RunOptions
+
+        from ..agent.check_tool import CheckSession, make_check_tool
+        from ..tools import ToolSet
+        from ..workspace import Workspace
+
+        toolset = ToolSet(lambda: Workspace(index_dir, chroma_url))
+        options = RunOptions(device=device, backend=backend, record=False)
+        toolset.register(make_check_tool(CheckSession(problem, options)))
     serve(
         index_dir=index_dir,
         chroma_url=chroma_url,
@@ -55,5 +93,6 @@ def mcp_cmd(
         port=port,
         warm=warm,
         log_level=log_level,
+        toolset=toolset,
     )
     return 0

@@ -205,3 +205,17 @@ def test_second_concurrent_index_run_fails_fast(ws: Workspace, demo_corpus: str)
         with pytest.raises(UserError, match="another index run of 'demo' is in progress"):
             ws.index(demo_corpus)
     assert ws.index(demo_corpus).files_total == 3  # free again once the holder is gone
+
+
+def test_search_on_an_emptied_corpus_answers_nothing(
+    ws: Workspace, demo_corpus: str, upstream: Repo
+) -> None:
+    """Regression: an index whose files all went away must answer with no hits, not crash."""
+    ws.index(demo_corpus)
+    for rel in ("src/kernels.py", "include/copy.hpp", "docs/guide.md"):
+        upstream.remove(rel)
+    upstream.commit("empty")
+    report = ws.update(demo_corpus)
+    assert report.files_removed == 3 and report.chunks_total == 0
+    for mode in ("hybrid", "lexical", "dense"):
+        assert ws.search("softmax", corpora=[demo_corpus], mode=mode).hits == []

@@ -1,0 +1,43 @@
+"""The agent loop: Claude drives the index (context) and the harness (ground truth)
+from a first version to a kernel near the roofline.
+
+Modules, one concept each:
+
+- ``client``: Messages API calls with retries, usage and cost (:class:`ModelClient`)
+- ``prompt``: the system prompt (problem, device, backend primer, rules)
+- ``context``: prompt caching and trimming old turns
+- ``check_tool``: the harness as a tool (``check_kernel``), concurrent evaluation
+- ``loop``: the policy (rounds, samples, stops, resume) (:class:`Agent`)
+- ``runs``: run records under ``runs/agent/<run-id>/``
+- ``plot``: the progress PNG
+
+The package imports nothing heavy until used; ``anthropic`` only when a call is made.
+"""
+
+from __future__ import annotations
+
+from .check_tool import CheckSession, Outcome, evaluate, make_check_tool
+from .client import DEFAULT_MODEL, APIFailure, ModelClient, ModelSettings, Price, RetryPolicy, Usage
+from .loop import Agent, AgentConfig, RunResult, run_agent
+from .runs import RunRecord, list_runs, resolve_run
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "APIFailure",
+    "Agent",
+    "AgentConfig",
+    "CheckSession",
+    "ModelClient",
+    "ModelSettings",
+    "Outcome",
+    "Price",
+    "RetryPolicy",
+    "RunRecord",
+    "RunResult",
+    "Usage",
+    "evaluate",
+    "list_runs",
+    "make_check_tool",
+    "resolve_run",
+    "run_agent",
+]

@@ -1,0 +1,723 @@
+"""The agent loop: Claude writes a kernel, the harness judges it, the index informs it.
+
+A run is a sequence of rounds. In a round, ``samples`` branches start from the same
+conversation (one branch by default); each converses with the model, running the
+retrieval tools it asks for, until the model submits a version with ``check_kernel``
+(or ends its turn). The submitted versions are checked concurrently (:func:`evaluate`),
+kept with their verdicts, and the branch holding the best one becomes the conversation
+of the next round: its tool results, the other samples' one-line outcomes and a note
+from the policy (best so far, what to do next, the budget left) go back to the model.
+
+The policy follows the ladder: first version -> compile -> correctness -> optimisation.
+The run stops when
+
+- ``target``: the best correct version reaches ``target`` of the roofline; on a device
+  the harness cannot time (a CPU, where Triton runs under its interpreter) there is no
+  roofline, so there the target is "a correct version exists";
+- ``max-iters``: ``max_iters`` rounds produced versions;
+- ``max-tokens`` / ``max-cost`` / ``max-wall``: the token, dollar or wall-time budget of
+  the run (all totals over every session of the run) is spent;
+- ``no-improvement``: ``patience`` rounds in a row brought no new best (a faster correct
+  version, or while none is correct, a version further up the ladder);
+- ``model-stopped``: the model ended its turn three rounds in a row without a version;
+- ``api-error``: the API failed for good (after retries); everything so far is kept;
+- ``interrupted``: Ctrl-C.
+
+State is saved after every round, so ``--resume RUN`` continues from the last finished
+round (with budgets raised or changed if asked).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..tools import ToolSet, anthropic_tools, run_tool_use
+from ..tools.base import ToolError
+from .check_tool import CheckOutcome, evaluate, make_check_tool, render_feedback
+from .client import DEFAULT_MODEL, APIFailure, ModelClient, Usage
+from .context import estimate_tokens, request_messages, system_blocks, trim
+from .prompt import device_info, first_message, load_brief, system_prompt
+from .runs import RunRecord, best_of
+
+IDLE_ROUNDS_LIMIT = 3
+EventSink = Callable[[dict[str, Any]], None]
+Evaluator = Callable[..., list[CheckOutcome]]
+
+NEXT_STEP = {
+    "pre-checks": "fix what the pre-checks found (syntax, entry point, a forbidden call) and "
+    "submit the whole module again.",
+    "compile": "fix the compile error at the line shown; check the API with docs or search "
+    "when unsure.",
+    "run": "make the call return a plain tensor of the expected shape, dtype and device "
+    "without crashing.",
+    "correctness": "fix correctness before anything else: compare the worst elements above "
+    "with the reference (masks, tails, indexing, accumulation precision).",
+    "anti-cheat": "the anti-cheat rung rejected this version: compute the result honestly, "
+    "on every call, in the declared backend.",
+}
+
+
+@dataclass
+class AgentConfig:
+    """Everything a run was asked to do; kept in ``run.json`` for resume."""
+
+    problem: str
+    backend: str = "triton"
+    model: str = DEFAULT_MODEL
+    max_iters: int = 20
+    target: float = 0.8
+    samples: int = 1
+    max_tokens: int = 16000
+    temperature: float | None = None
+    thinking_budget: int | str | None = None
+    max_cost: float | None = None
+    max_wall_s: float | None = None
+    token_budget: int | None = None
+    patience: int = 5
+    min_gain: float = 0.01
+    device: str | None = None
+    trials: int = 3
+    check_timeout_s: float = 60.0
+    context_tokens: int = 100_000
+    lookups_per_version: int = 12
+    price: list[float] | None = None  # [input, output] dollars per million tokens
+    index_dir: str | None = None
+    chroma_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> AgentConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass
+class LoopState:
+    """What a round leaves behind; ``state.json``."""
+
+    system: str
+    messages: list[dict[str, Any]]
+    rounds: int = 0
+    idle_rounds: int = 0
+    no_improvement: int = 0
+    progress_level: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+    calls: int = 0
+    retries: int = 0
+    wall_s: float = 0.0
+    context_tokens: int = 0
+    tool_versions: dict[str, int] = field(default_factory=dict)
+    device: str = ""
+    has_timing: bool = False
+    status: str = "running"
+    stop_reason: str | None = None
+    stop_detail: str = ""
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> LoopState:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
+
+
+@dataclass
+class Pending:
+    """A ``check_kernel`` call waiting for its verdict."""
+
+    tool_use_id: str
+    source: str
+    notes: str
+    show: tuple[str, ...]
+    sample: int
+    version: int = 0
+    result: CheckOutcome | None = None
+    text: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Branch:
+    """One sample's conversation in a round, up to the model's submission."""
+
+    sample: int
+    messages: list[dict[str, Any]]
+    results: list[dict[str, Any]] = field(default_factory=list)  # for the last assistant turn
+    candidates: list[Pending] = field(default_factory=list)
+    ended: str | None = None  # why it stopped without a version
+    error: str | None = None
+
+
+@dataclass
+class RunResult:
+    record: RunRecord
+    summary: dict[str, Any]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        best = self.summary.get("best")
+        return best if isinstance(best, dict) else None
+
+
+class Agent:
+    """Drives one run; make it with :meth:`start` or :meth:`resume`, then :meth:`run`."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        record: RunRecord,
+        state: LoopState,
+        client: ModelClient,
+        *,
+        toolset: ToolSet | None = None,
+        on_event: EventSink | None = None,
+        evaluator: Evaluator = evaluate,
+    ) -> None:
+        import threading
+
+        from harness.runner import RunOptions
+
+        self.config = config
+        self.record = record
+        self.state = state
+        self.client = client
+        self.on_event = on_event
+        self.evaluator = evaluator
+        if toolset is None:
+            from ..workspace import Workspace
+
+            index_dir, chroma_url = config.index_dir, config.chroma_url
+            toolset = ToolSet(lambda: Workspace(index_dir, chroma_url))
+        self.toolset = toolset
+        self.check_tool = make_check_tool(problem_arg=False)
+        self.tools = anthropic_tools([*toolset, self.check_tool], cache_control=True)
+        self.system = system_blocks(state.system)
+        self.options = RunOptions(
+            device=config.device,
+            trials=config.trials,
+            timeout_s=config.check_timeout_s,
+            backend=config.backend,
+            record=False,
+        )
+        self._tool_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._session_start = time.monotonic()
+        self._wall_base = state.wall_s
+        client.usage = Usage.from_json(state.usage)
+        client.cost = state.cost
+        client.calls = state.calls
+        client.retries = state.retries
+        client.on_retry = self._on_retry
+
+    # -- construction ----------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        config: AgentConfig,
+        client: ModelClient,
+        *,
+        runs_dir: Path | None = None,
+        **kwargs: Any,
+    ) -> Agent:
+        """A new run: load the problem, write the prompt, create the run record."""
+        from harness.errors import HarnessError
+
+        problem = Path(config.problem)
+        if not problem.exists():
+            raise UserError(f"problem not found: {config.problem}")
+        config.problem = str(problem.resolve())
+        try:
+            brief = load_brief(config.problem)
+        except HarnessError as exc:
+            raise UserError(str(exc)) from None
+        info = device_info(config.device, config.backend)
+        text = system_prompt(
+            brief, config.backend, info, config.target,
+            max_iters=config.max_iters, samples=config.samples,
+        )  # fmt: skip
+        record = RunRecord.create(
+            brief.name,
+            {"kind": "agent", "problem": brief.name, "problem_path": config.problem,
+             "backend": config.backend, "model": config.model,
+             "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "config": config.to_json()},
+            runs_dir,
+        )  # fmt: skip
+        (record.path / "system_prompt.md").write_text(text + "\n")
+        messages = [{"role": "user", "content": first_message(config.backend)}]
+        state = LoopState(
+            system=text, messages=messages, device=info.label, has_timing=info.has_timing
+        )
+        record.save_state(asdict(state))
+        record.log({"type": "start", "config": config.to_json(), "device": info.label})
+        record.log({"type": "system", "text": text})
+        record.log({"type": "user", "content": messages[0]["content"]})
+        return cls(config, record, state, client, **kwargs)
+
+    @classmethod
+    def resume(
+        cls,
+        ref: str | Path,
+        overrides: Mapping[str, Any],
+        client_factory: Callable[[AgentConfig], ModelClient],
+        *,
+        runs_dir: Path | None = None,
+        **kwargs: Any,
+    ) -> Agent:
+        """Continue a run from its last finished round; ``overrides`` change its options."""
+        record = RunRecord.open(ref, runs_dir)
+        saved = record.config.get("config")
+        doc = record.load_state()
+        if not isinstance(saved, dict) or doc is None:
+            raise UserError(f"{record.id} is not a resumable agent run")
+        config = AgentConfig.from_json({**saved, **overrides})
+        if not Path(config.problem).exists():
+            raise UserError(f"the run's problem is gone: {config.problem}")
+        state = LoopState.from_json(doc)
+        state.status, state.stop_reason, state.stop_detail = "running", None, ""
+        record.update_config({"config": config.to_json()})
+        record.log({"type": "resume", "overrides": dict(overrides), "rounds": state.rounds})
+        return cls(config, record, state, client_factory(config), **kwargs)
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self._emit({"type": "run", "id": self.record.id, "path": str(self.record.path),
+                    "problem": self.record.config.get("problem"), "backend": self.config.backend,
+                    "model": self.config.model, "device": self.state.device,
+                    "resumed": self.state.calls > 0 or self.state.rounds > 0})  # fmt: skip
+        stop: tuple[str, str] | None = None
+        try:
+            while (stop := self._stop_check()) is None:
+                self._round()
+        except APIFailure as exc:
+            stop = ("api-error", str(exc))
+        except KeyboardInterrupt:
+            self._finish(("interrupted", "stopped by the user"))
+            raise
+        return self._finish(stop)
+
+    def _stop_check(self) -> tuple[str, str] | None:
+        cfg, state = self.config, self.state
+        best = best_of(self.record.versions())
+        if best is not None:
+            n, roofline = best["version"], best.get("roofline")
+            if isinstance(roofline, (int, float)) and roofline >= cfg.target:
+                return (
+                    "target",
+                    f"version {n} reaches {roofline:.0%} of the roofline (target {cfg.target:.0%})",
+                )
+            if best.get("time_us") is None and roofline is None:
+                return "target", (
+                    f"version {n} is correct; the harness gives no timing on this device "
+                    f"({best.get('device') or state.device}), so correctness is the target"
+                )
+        if state.rounds >= cfg.max_iters:
+            return "max-iters", f"{state.rounds} rounds (--max-iters {cfg.max_iters})"
+        over = self._over_budget()
+        if over:
+            return over
+        if state.no_improvement >= cfg.patience:
+            return "no-improvement", f"{state.no_improvement} rounds without improvement"
+        if state.idle_rounds >= IDLE_ROUNDS_LIMIT:
+            return "model-stopped", f"the model ended {state.idle_rounds} rounds without a version"
+        return None
+
+    def _over_budget(self) -> tuple[str, str] | None:
+        cfg, client = self.config, self.client
+        if cfg.token_budget is not None and client.usage.total >= cfg.token_budget:
+            return "max-tokens", f"{client.usage.total} tokens used (budget {cfg.token_budget})"
+        if cfg.max_cost is not None and client.cost >= cfg.max_cost:
+            return "max-cost", f"${client.cost:.4f} spent (budget ${cfg.max_cost:g})"
+        if cfg.max_wall_s is not None and self._wall() >= cfg.max_wall_s:
+            return "max-wall", f"{self._wall():.0f} s (budget {cfg.max_wall_s:g} s)"
+        return None
+
+    def _wall(self) -> float:
+        return self._wall_base + time.monotonic() - self._session_start
+
+    def _round(self) -> None:
+        k = max(1, self.config.samples)
+        round_no = self.state.rounds + 1
+        if k == 1:
+            branches = [self._branch(0, round_no)]
+        else:
+            with ThreadPoolExecutor(k, thread_name_prefix="sample") as pool:
+                branches = list(pool.map(lambda i: self._branch(i, round_no), range(k)))
+        submitted = [b for b in branches if b.candidates]
+        if not submitted:
+            errors = [b.error for b in branches if b.error]
+            if errors:
+                raise APIFailure(errors[0])
+            if any(b.ended == "budget" for b in branches):
+                return  # the stop check names the budget
+            self._nudge(branches[0])
+            return
+        self.state.idle_rounds = 0
+        self.state.rounds = round_no
+        pending = [c for b in submitted for c in b.candidates]
+        self._check(pending, round_no)
+        self._advance(submitted, pending, round_no)
+
+    # -- one branch ------------------------------------------------------------------
+
+    def _branch(self, sample: int, round_no: int) -> Branch:
+        messages = copy.deepcopy(self.state.messages)
+        k = self.config.samples
+        if k > 1:
+            _append_text(messages[-1], f"(Sample {sample + 1} of {k} this round: an independent "
+                         "attempt; the best correct sample continues.)")  # fmt: skip
+        branch = Branch(sample, messages)
+        lookups = 0
+        limit = self.config.lookups_per_version
+        try:
+            while True:
+                if self._over_budget():
+                    branch.ended = "budget"
+                    return branch
+                reply = self.client.create(
+                    system=self.system, messages=request_messages(messages), tools=self.tools
+                )
+                self._account(reply, sample, round_no)
+                messages.append({"role": "assistant", "content": reply.content})
+                uses = reply.tool_uses()
+                if not uses:
+                    branch.ended = reply.stop_reason or "end_turn"
+                    return branch
+                results: list[dict[str, Any]] = []
+                for use in uses:
+                    if use.get("name") == "check_kernel":
+                        try:
+                            args = self.check_tool.validate(use.get("input"))
+                        except ToolError as exc:
+                            results.append(_tool_result(use["id"], str(exc), True))
+                            continue
+                        branch.candidates.append(
+                            Pending(use["id"], args["source"], args.get("notes", ""),
+                                    tuple(args.get("show") or ()), sample)
+                        )  # fmt: skip
+                    else:
+                        results.append(self._run_tool(use, sample, round_no))
+                        lookups += 1
+                if branch.candidates:
+                    branch.results = results
+                    return branch
+                content: list[dict[str, Any]] = list(results)
+                if lookups >= limit:
+                    content.append({"type": "text", "text": f"You have made {lookups} lookups "
+                                    "since the last version: submit a version with check_kernel now."})  # fmt: skip
+                messages.append({"role": "user", "content": content})
+                if lookups >= 2 * limit:
+                    branch.ended = "lookups"
+                    return branch
+        except APIFailure as exc:
+            branch.ended, branch.error = "api-error", str(exc)
+            return branch
+
+    def _account(self, reply: Any, sample: int, round_no: int) -> None:
+        with self._state_lock:
+            self.state.context_tokens = reply.usage.context_tokens
+        event = {"type": "request", "round": round_no, "sample": sample, "call": self.client.calls,
+                 "model": reply.model, "message_id": reply.message_id, "stop_reason": reply.stop_reason,
+                 "usage": reply.usage.to_json(), "cost": reply.cost, "attempts": reply.attempts,
+                 "elapsed_s": round(reply.elapsed_s, 3)}  # fmt: skip
+        self.record.log(event)
+        self.record.log(
+            {"type": "assistant", "round": round_no, "sample": sample, "content": reply.content}
+        )
+        self._emit(event)
+
+    def _run_tool(self, use: dict[str, Any], sample: int, round_no: int) -> dict[str, Any]:
+        with self._tool_lock:  # one Workspace: not shared between threads
+            result = run_tool_use(self.toolset, use)
+        self.record.log({"type": "tool", "round": round_no, "sample": sample, "name": use.get("name"),
+                         "input": use.get("input"), "is_error": result["is_error"],
+                         "result": result["content"]})  # fmt: skip
+        self._emit({"type": "tool", "sample": sample, "name": use.get("name"),
+                    "input": use.get("input"), "is_error": result["is_error"]})  # fmt: skip
+        return result
+
+    def _on_retry(self, attempt: int, wait_s: float, error: str) -> None:
+        event = {"type": "retry", "attempt": attempt, "wait_s": round(wait_s, 3), "error": error}
+        self.record.log(event)
+        self._emit(event)
+
+    # -- checking and the next round -------------------------------------------------
+
+    def _check(self, pending: list[Pending], round_no: int) -> None:
+        paths = []
+        for cand in pending:
+            cand.version, path = self.record.new_version(
+                cand.source,
+                {"round": round_no, "sample": cand.sample, "notes": cand.notes,
+                 "tool_use_id": cand.tool_use_id},
+            )  # fmt: skip
+            self.state.tool_versions[cand.tool_use_id] = cand.version
+            paths.append(path)
+        results = self.evaluator(
+            self.config.problem, paths, self.options, show=[c.show for c in pending]
+        )
+        for cand, result in zip(pending, results, strict=True):
+            cand.result = result
+            cand.text = render_feedback(
+                cand.version, result.outcome, result.feedback, result.doc, cand.show
+            )
+            cand.meta = self.record.finish_version(
+                cand.version, result.doc, cand.text,
+                {**result.outcome.to_json(), "check_wall_s": round(result.wall_s, 3)},
+            )  # fmt: skip
+            self.record.log({"type": "version", **cand.meta})
+            self._emit({"type": "version", **cand.meta, "headline": result.outcome.headline()})
+
+    def _advance(self, submitted: list[Branch], pending: list[Pending], round_no: int) -> None:
+        from .runs import rank_key
+
+        state = self.state
+        versions = self.record.versions()
+        this_round = {c.version for c in pending}
+        before = best_of([v for v in versions if v["version"] not in this_round])
+        best = best_of(versions)
+        improved = best is not None and (before is None or self._gained(best, before))
+        level = max(c.meta.get("level", 0) for c in pending)
+        if level > state.progress_level:
+            improved = improved or best is None
+            state.progress_level = level
+        state.no_improvement = 0 if improved else state.no_improvement + 1
+
+        winner = min(submitted, key=lambda b: min(rank_key(c.meta) for c in b.candidates))
+        done = {r["tool_use_id"]: r for r in winner.results}
+        for cand in winner.candidates:
+            done[cand.tool_use_id] = _tool_result(cand.tool_use_id, cand.text, False)
+        last = winner.messages[-1]["content"]
+        content = [done[b["id"]] for b in last if b.get("type") == "tool_use" and b["id"] in done]
+        note = self._note(winner, pending, best)
+        content.append({"type": "text", "text": note})
+        state.messages = [*winner.messages, {"role": "user", "content": content}]
+        self.record.log(
+            {"type": "user", "round": round_no, "sample": winner.sample, "content": content}
+        )
+        self._maybe_trim()
+        self._save()
+
+    def _gained(self, best: dict[str, Any], before: dict[str, Any]) -> bool:
+        if best["version"] == before["version"]:
+            return False
+        gain = self.config.min_gain
+        t, t0 = best.get("time_us"), before.get("time_us")
+        if isinstance(t, (int, float)) and isinstance(t0, (int, float)):
+            return bool(t < t0 * (1 - gain))
+        r, r0 = best.get("roofline"), before.get("roofline")
+        if isinstance(r, (int, float)) and isinstance(r0, (int, float)):
+            return bool(r > r0 * (1 + gain))
+        return t is not None and t0 is None
+
+    def _note(self, winner: Branch, pending: list[Pending], best: dict[str, Any] | None) -> str:
+        from .runs import rank_key
+
+        cfg, state = self.config, self.state
+        lines = []
+        others = [c for c in pending if c not in winner.candidates]
+        for cand in others:
+            assert cand.result is not None
+            lines.append(f"Other sample: version {cand.version}: {cand.result.outcome.headline()}")
+        latest = min(winner.candidates, key=lambda c: rank_key(c.meta))
+        if best is not None:
+            measured = _measured(best)
+            lines.append(
+                f"Best so far: version {best['version']}"
+                + (f" ({measured})" if measured else "")
+                + "."
+            )
+            if all(c.version != best["version"] for c in winner.candidates):
+                lines.append(f"Your latest version is not the best; version {best['version']} was:")
+                lines.append("```python\n" + self.record.source(best["version"]).rstrip() + "\n```")
+            roofline = best.get("roofline")
+            if isinstance(roofline, (int, float)):
+                lines.append(
+                    f"Next: make it faster: {roofline:.0%} of the roofline, target {cfg.target:.0%}. "
+                    "Find the bottleneck (memory-bound: wide coalesced loads, one pass over the "
+                    "data; compute-bound: tensor cores, tiling, pipelining) and look up how in the index."
+                )
+            elif best.get("time_us") is not None:
+                lines.append("Next: make it faster; look up techniques in the index.")
+        failed = latest.result.outcome if latest.result else None
+        if failed is not None and not failed.ok:
+            step = NEXT_STEP.get(failed.failed_rung or "", f"fix the '{failed.failed_rung}' rung.")
+            if failed.error:
+                step = f"the check could not run ({failed.error}); fix the submission."
+            lines.append(f"Next for version {latest.version}: {step}")
+        budget = f"Round {state.rounds} of {cfg.max_iters}"
+        if cfg.max_cost is not None:
+            budget += f"; ${self.client.cost:.2f} of ${cfg.max_cost:g} spent"
+        if state.no_improvement:
+            budget += (
+                f"; {state.no_improvement} round(s) without improvement (stop at {cfg.patience})"
+            )
+        lines.append(budget + ".")
+        return "\n".join(lines)
+
+    def _nudge(self, branch: Branch) -> None:
+        state = self.state
+        state.idle_rounds += 1
+        messages = branch.messages
+        if branch.ended == "max_tokens":
+            text = ("Your reply was cut off at max_tokens. Submit the complete module with "
+                    "check_kernel, keeping explanations short.")  # fmt: skip
+        else:
+            text = ("No version was submitted. Submit a complete candidate with check_kernel; "
+                    "the run continues until the target or the budget is reached.")  # fmt: skip
+        if messages[-1]["role"] == "user":
+            _append_text(messages[-1], text)
+        else:
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        state.messages = messages
+        self.record.log({"type": "nudge", "reason": branch.ended, "text": text})
+        self._emit({"type": "nudge", "reason": branch.ended})
+        self._save()
+
+    def _maybe_trim(self) -> None:
+        limit = self.config.context_tokens
+        state = self.state
+        size = max(state.context_tokens, estimate_tokens(state.system, self.tools, state.messages))
+        if size <= limit:
+            return
+        overhead = estimate_tokens(state.system, self.tools)
+        report = trim(
+            state.messages,
+            target_tokens=max(int(limit * 0.6) - overhead, 1000),
+            source_note=self._source_note,
+        )
+        if report.blocks:
+            event = {"type": "trim", "blocks": report.blocks, "tokens_before": report.tokens_before,
+                     "tokens_after": report.tokens_after}  # fmt: skip
+            self.record.log(event)
+            self._emit(event)
+
+    def _source_note(self, tool_use_id: str) -> str:
+        n = self.state.tool_versions.get(tool_use_id)
+        return f"version {n} (versions/{n}/candidate.py)" if n else "an earlier version"
+
+    # -- records ---------------------------------------------------------------------
+
+    def _save(self) -> None:
+        state = self.state
+        state.usage = self.client.usage.to_json()
+        state.cost, state.calls, state.retries = (
+            self.client.cost,
+            self.client.calls,
+            self.client.retries,
+        )
+        doc = asdict(state)
+        doc["wall_s"] = round(self._wall(), 3)
+        self.record.save_state(doc)
+        self.record.write_summary(self.summary())
+
+    def _finish(self, stop: tuple[str, str] | None) -> RunResult:
+        reason, detail = stop or ("stopped", "")
+        state = self.state
+        state.status, state.stop_reason, state.stop_detail = "stopped", reason, detail
+        self.record.write_best()
+        self._save()
+        self.record.log({"type": "stop", "reason": reason, "detail": detail})
+        self._emit({"type": "stop", "reason": reason, "detail": detail})
+        summary = self.summary()
+        self._emit(summary)
+        return RunResult(self.record, summary)
+
+    def summary(self) -> dict[str, Any]:
+        state, client, config = self.state, self.client, self.config
+        versions = self.record.versions()
+        best = best_of(versions)
+        best_doc = None
+        if best is not None:
+            best_doc = {
+                k: best.get(k)
+                for k in ("version", "time_us", "roofline", "speedup", "bound", "notes")
+            }
+        return {
+            "type": "summary",
+            "id": self.record.id,
+            "kind": "agent",
+            "problem": self.record.config.get("problem"),
+            "backend": config.backend,
+            "model": config.model,
+            "device": state.device,
+            "status": state.status,
+            "stop_reason": state.stop_reason,
+            "stop_detail": state.stop_detail,
+            "target": config.target,
+            "rounds": state.rounds,
+            "versions": len(versions),
+            "correct_versions": sum(1 for v in versions if v.get("ok")),
+            "best": best_doc,
+            "best_path": str(self.record.path / "best.py") if best is not None else None,
+            "usage": client.usage.to_json(),
+            "cost_usd": round(client.cost, 6) if client.price else None,
+            "price_source": client.price.source if client.price else None,
+            "calls": client.calls,
+            "retries": client.retries,
+            "wall_s": round(self._wall(), 3),
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+def _tool_result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": tool_use_id,
+        "content": text,
+        "is_error": is_error,
+    }
+
+
+def _append_text(message: dict[str, Any], text: str) -> None:
+    content = message.get("content")
+    if isinstance(content, str):
+        message["content"] = [{"type": "text", "text": content}]
+    message["content"].append({"type": "text", "text": text})
+
+
+def _measured(meta: Mapping[str, Any]) -> str:
+    from .check_tool import Outcome
+
+    return Outcome(
+        ok=True,
+        time_us=meta.get("time_us"),
+        roofline=meta.get("roofline"),
+        speedup=meta.get("speedup"),
+        bound=meta.get("bound"),
+    ).measured()
+
+
+def run_agent(
+    config: AgentConfig,
+    client: ModelClient,
+    *,
+    toolset: ToolSet | None = None,
+    on_event: EventSink | None = None,
+    evaluator: Evaluator = evaluate,
+) -> RunResult:
+    """Start a run and drive it to its stop (the library entry point)."""
+    agent = Agent.start(config, client, toolset=toolset, on_event=on_event, evaluator=evaluator)
+    return agent.run()
+
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "LoopState",
+    "RunResult",
+    "run_agent",
+]
