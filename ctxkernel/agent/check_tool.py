@@ -217,17 +217,22 @@ class CheckOutcome:
 
 
 def with_requests(options: RunOptions, show: Sequence[str], out_dir: Path | None) -> RunOptions:
-    """Turn on the harness's dump/profile options when it has them (issue 5)."""
+    """Turn on the harness's dump/profile options for one check, when it has them."""
     names = {f.name for f in fields(options)}
     changes: dict[str, Any] = {}
-    if "dump" in show:
-        if "dump_dir" in names and out_dir is not None:
-            changes["dump_dir"] = out_dir / "dump"
-        elif "dump" in names:
-            changes["dump"] = True
+    if "dump" in show and "dump_dir" in names and out_dir is not None:
+        changes["dump_dir"] = out_dir / "dump"
     if "profile" in show and "profile" in names:
         changes["profile"] = True
     return replace(options, **changes) if changes else options
+
+
+def timed(options: RunOptions, device: str) -> RunOptions:
+    """Options that benchmark on a GPU (the roofline the loop stops on), when the harness
+    can; a CPU has no timing."""
+    if device != "cpu" and "bench" in {f.name for f in fields(options)}:
+        return replace(options, bench=True)  # type: ignore[call-arg]
+    return options
 
 
 def visible_gpus(device: str | None) -> list[str]:
@@ -258,44 +263,38 @@ def evaluate(
     """Check each candidate file against the problem, concurrently; results in order.
 
     One worker per visible GPU, or per CPU core on a machine without one. With several
-    GPUs each check runs as its own harness process pinned to one GPU (``pin_gpus``
-    forces that path, for tests).
+    GPUs each check runs in its own harness process that sees one GPU
+    (``CUDA_VISIBLE_DEVICES``); ``pin_gpus`` forces that path (tests use it on a CPU).
     """
     if not candidates:
         return []
-    show = list(show) if show is not None else [() for _ in candidates]
+    shows = [tuple(s) for s in show] if show is not None else [() for _ in candidates]
     gpus = list(pin_gpus) if pin_gpus is not None else visible_gpus(options.device)
-    if len(gpus) > 1 or pin_gpus is not None:
-        free: queue.Queue[str] = queue.Queue()
-        for gpu in gpus:
+    pinned = len(gpus) > 1 or pin_gpus is not None
+    free: queue.Queue[str] = queue.Queue()
+    for gpu in gpus:
+        free.put(gpu)
+
+    def run(i: int) -> CheckOutcome:
+        opts = with_requests(options, shows[i], candidates[i].parent)
+        if not pinned:
+            return _check_in_process(problem, candidates[i], opts)
+        gpu = free.get()
+        try:
+            return _check_pinned(problem, candidates[i], opts, gpu)
+        finally:
             free.put(gpu)
 
-        def pinned(i: int) -> CheckOutcome:
-            gpu = free.get()
-            try:
-                return _check_pinned(problem, candidates[i], options, gpu, show[i])
-            finally:
-                free.put(gpu)
-
-        count = len(gpus)
-        run = pinned
-    else:
-        count = workers or (1 if gpus else max(1, os.cpu_count() or 1))
-
-        def run(i: int) -> CheckOutcome:
-            opts = with_requests(options, show[i], candidates[i].parent)
-            return _check_in_process(problem, candidates[i], opts, show[i])
-
-    count = max(1, min(count, len(candidates)))
+    # one check at a time on a single GPU (timings must not share it); CPU cores otherwise
+    default = len(gpus) if pinned else (1 if gpus else max(1, os.cpu_count() or 1))
+    count = max(1, min(default if pinned else (workers or default), len(candidates)))
     if count == 1:
         return [run(i) for i in range(len(candidates))]
     with ThreadPoolExecutor(count, thread_name_prefix="check") as pool:
         return list(pool.map(run, range(len(candidates))))
 
 
-def _check_in_process(
-    problem: str | Path, candidate: Path, options: RunOptions, show: Sequence[str]
-) -> CheckOutcome:
+def _check_in_process(problem: str | Path, candidate: Path, options: RunOptions) -> CheckOutcome:
     import harness
     from harness.errors import HarnessError
 
@@ -310,38 +309,69 @@ def _check_in_process(
     )
 
 
-def _check_pinned(
-    problem: str | Path, candidate: Path, options: RunOptions, gpu: str, show: Sequence[str]
-) -> CheckOutcome:
-    """One check in its own ``python -m harness`` process that sees one GPU only."""
-    from harness.verdict import Verdict
+# runs in a child process that sees one GPU: the whole RunOptions travels as JSON on stdin
+_PINNED = """\
+import json, sys
+from pathlib import Path
+import harness
+from harness.errors import HarnessError
+from harness.runner import RunOptions
+spec = json.loads(sys.stdin.read())
+defaults = RunOptions()
+opts = {}
+for key, value in spec["options"].items():
+    if isinstance(getattr(defaults, key, None), tuple) and value is not None:
+        value = tuple(value)
+    elif key.endswith("_dir") and value is not None:
+        value = Path(value)
+    opts[key] = value
+try:
+    verdict = harness.check(spec["problem"], spec["candidate"], RunOptions(**opts))
+except HarnessError as exc:
+    print(json.dumps({"error": str(exc)}))
+else:
+    print(json.dumps({"verdict": verdict.to_json(), "feedback": verdict.feedback()}))
+"""
 
+
+def _check_pinned(
+    problem: str | Path, candidate: Path, options: RunOptions, gpu: str
+) -> CheckOutcome:
+    """One check in its own Python process that sees one GPU only."""
     started = time.monotonic()
-    cmd = [
-        options.python or sys.executable, "-m", "harness", "check", str(problem), str(candidate),
-        "--json", "--no-record", "--seeds", str(options.trials), "--timeout", str(options.timeout_s),
-    ]  # fmt: skip
-    if options.device:
-        cmd += ["--device", options.device]
-    if options.backend:
-        cmd += ["--backend", options.backend]
+    spec = {
+        "problem": str(problem),
+        "candidate": str(candidate),
+        "options": {
+            f.name: (str(v) if isinstance(v, Path) else v)
+            for f in fields(options)
+            for v in [getattr(options, f.name)]
+        },
+    }
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["CUDA_VISIBLE_DEVICES"] = gpu
-    limit = options.compile_timeout_s + options.first_call_timeout_s + 20 * options.timeout_s
+    limit = options.compile_timeout_s + options.first_call_timeout_s + 60 * options.timeout_s
     try:
         proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL
+            [options.python or sys.executable, "-c", _PINNED],
+            input=json.dumps(spec),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=limit,
         )
     except subprocess.TimeoutExpired:
         return _error_outcome(f"the harness did not finish within {limit:g} s", started)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode not in (0, 1) or not lines:
+    if proc.returncode != 0 or not lines:
         err = proc.stderr.strip().splitlines()
         return _error_outcome(err[-1] if err else f"harness exited with {proc.returncode}", started)
-    doc = json.loads(lines[-1])
-    verdict = Verdict.from_json(doc)
+    answer = json.loads(lines[-1])
+    if "error" in answer:
+        return _error_outcome(answer["error"], started)
+    doc = answer["verdict"]
     return CheckOutcome(
-        Outcome.from_verdict(doc), verdict.feedback(), doc, time.monotonic() - started
+        Outcome.from_verdict(doc), answer["feedback"], doc, time.monotonic() - started
     )
 
 
@@ -454,18 +484,19 @@ class CheckSession:
         if not Path(problem).exists():
             raise ToolError(f"check_kernel: problem not found: {args.get('problem') or problem}")
         source, show = str(args["source"]), tuple(args.get("show") or ())
+        options = timed(self.options, self.options.resolved_device())
         if not self.record:
             with tempfile.TemporaryDirectory(prefix="ctxkernel-check-") as tmp:
                 path = Path(tmp) / "candidate.py"
                 path.write_text(source)
-                result = evaluate(problem, [path], self.options, show=[show])[0]
+                result = evaluate(problem, [path], options, show=[show])[0]
             return render_feedback(None, result.outcome, result.feedback, result.doc, show)
         try:
             record = self._record_for(problem)
         except HarnessError as exc:
             raise ToolError(f"check_kernel: {exc}") from None
         n, path = record.new_version(source, {"notes": args.get("notes", ""), "show": list(show)})
-        result = evaluate(problem, [path], self.options, show=[show])[0]
+        result = evaluate(problem, [path], options, show=[show])[0]
         text = render_feedback(n, result.outcome, result.feedback, result.doc, show)
         meta = record.finish_version(
             n, result.doc, text, {**result.outcome.to_json(), "check_wall_s": result.wall_s}

@@ -40,7 +40,7 @@ from typing import Any
 from ..errors import UserError
 from ..tools import ToolSet, anthropic_tools, run_tool_use
 from ..tools.base import ToolError
-from .check_tool import CheckOutcome, evaluate, make_check_tool, render_feedback
+from .check_tool import CheckOutcome, evaluate, make_check_tool, render_feedback, timed
 from .client import DEFAULT_MODEL, APIFailure, ModelClient, Usage
 from .context import estimate_tokens, request_messages, system_blocks, trim
 from .prompt import device_info, first_message, load_brief, system_prompt
@@ -200,13 +200,14 @@ class Agent:
         self.check_tool = make_check_tool(problem_arg=False)
         self.tools = anthropic_tools([*toolset, self.check_tool], cache_control=True)
         self.system = system_blocks(state.system)
-        self.options = RunOptions(
+        options = RunOptions(
             device=config.device,
             trials=config.trials,
             timeout_s=config.check_timeout_s,
             backend=config.backend,
             record=False,
         )
+        self.options = timed(options, "cuda" if state.has_timing else "cpu")
         self._tool_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._session_start = time.monotonic()
