@@ -4,13 +4,16 @@
 ``execute_check``. Output: the rung ladder one line per rung, then the verdict; ``--json``
 prints one JSON document (``type: "verdict"``); ``--feedback`` prints the LLM feedback.
 Exit 0 when every rung passed, 1 when the verdict is a failure, 2 on a usage error.
+Several candidates (or ``--runner``/``--jobs``/``--resume``) go to
+``harness.runners.batchcli.execute_batch``: checked concurrently, one line (or JSON
+document) each, then a summary.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,7 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     decorators = [
         click.argument("problem", type=click.Path(path_type=Path)),
-        click.argument("candidate", type=click.Path(path_type=Path)),
+        click.argument("candidates", nargs=-1, type=click.Path(path_type=Path)),
         click.option(
             "--json", "as_json", is_flag=True, help="Print one JSON document (type 'verdict')."
         ),
@@ -101,6 +104,26 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Where run records go (default: runs/).",
         ),
         click.option("--no-record", is_flag=True, help="Do not keep a run record."),
+        # -- several candidates (harness/runners) --
+        click.option(
+            "--runner",
+            default=None,
+            metavar="SPEC",
+            help="Where checks run: local, pool, ssh://user@host[:port][?...], ray, ray://host:port "
+            "(default: pool for several candidates, else local).",
+        ),
+        click.option(
+            "--jobs",
+            type=click.IntRange(1),
+            default=None,
+            help="Concurrent checks: pool slots (default one per GPU), threads, SSH sessions.",
+        ),
+        click.option(
+            "--resume",
+            default=None,
+            metavar="BATCH",
+            help="Resume a batch (its id or manifest path); finished candidates are not re-checked.",
+        ),
     ]
     for decorator in reversed(decorators):
         fn = decorator(fn)
@@ -109,7 +132,7 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def execute_check(
     problem: Path,
-    candidate: Path,
+    candidates: Sequence[Path] | Path = (),
     as_json: bool = False,
     feedback: bool = False,
     device: str | None = None,
@@ -119,6 +142,9 @@ def execute_check(
     backend: str | None = None,
     runs_dir: Path | None = None,
     no_record: bool = False,
+    runner: str | None = None,
+    jobs: int | None = None,
+    resume: str | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> int:
     """Run one check and print it; returns the exit code. Raises ``UsageError``."""
@@ -127,8 +153,11 @@ def execute_check(
     from .runner import LocalRunner, RunOptions
 
     out = echo or (lambda text: print(text, flush=True))
+    from .runners.batchcli import is_remote
+
+    paths = [candidates] if isinstance(candidates, Path) else list(candidates)
     loaded = load_problem(problem)
-    if device == "cuda":
+    if device == "cuda" and not is_remote(runner):
         import torch
 
         if not torch.cuda.is_available():
@@ -149,7 +178,13 @@ def execute_check(
         runs_dir=runs_dir,
         record=not no_record,
     )
-    cand = load_candidate(candidate, loaded, backend=backend)
+    if len(paths) != 1 or runner or jobs or resume:
+        from .runners.batchcli import execute_batch
+
+        return execute_batch(
+            loaded, paths, options, runner, jobs, resume, as_json, feedback, echo=out
+        )
+    cand = load_candidate(paths[0], loaded, backend=backend)
     if not as_json and not feedback:
         label = options.resolved_device()
         if label == "cpu" and cand.backend == "triton":
@@ -179,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     @group.command("check")
     @check_options
     def check(**kwargs: Any) -> int:
-        """Check CANDIDATE against PROBLEM and print the rung ladder and the verdict."""
+        """Check CANDIDATES against PROBLEM and print the rung ladder and the verdict.
+
+        Several candidates are checked concurrently (--runner, --jobs): one line each,
+        then a summary; --resume BATCH picks up an interrupted batch."""
         return execute_check(**kwargs)
 
     try:

@@ -22,8 +22,11 @@ def check_cmd(**kwargs: Any) -> int:
     """Check CANDIDATE against PROBLEM: pre-checks, compile, run, correctness, anti-cheat.
 
     PROBLEM is a native problem.py (or its directory), a GPU MODE reference.py directory
-    or a KernelBench Model file. Exit 0 when every rung passed, 1 when the verdict is a
-    failure, 2 on a usage error.
+    or a KernelBench Model file. Several CANDIDATES are checked concurrently: --runner
+    pool (one slot per GPU, or --jobs CPU slots), ssh://user@host[:port], ray or
+    ray://host:port; --resume BATCH skips the candidates an interrupted batch finished.
+    Exit 0 when every rung (of every candidate) passed, 1 when a verdict is a failure, 2
+    on a usage error.
     """
     try:
         return execute_check(**kwargs)

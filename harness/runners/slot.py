@@ -1,0 +1,98 @@
+"""A pool slot: one long-lived process, pinned to one GPU (or none), that runs the ladder.
+
+``python -m harness.runners.slot --fd-out N`` is started by ``PoolRunner`` with
+``CUDA_VISIBLE_DEVICES`` already pinned. It reads jobs as JSON lines on stdin (problem
+path, candidate path, declared backend, options), runs each through ``LocalRunner`` —
+which spawns the candidate's own isolated worker, as for any check — and writes replies
+as JSON lines on fd N: ``ready``, then ``started`` and ``result`` (or ``error``) per job.
+Its stdout and stderr are a log file; replies never travel on them. It exits on EOF or
+a ``bye`` line. The slot imports torch once, so only the isolated worker starts per check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+
+def _send(out: IO[str], doc: dict[str, Any]) -> None:
+    out.write(json.dumps(doc) + "\n")
+    out.flush()
+
+
+def serve(out: IO[str], lines: IO[str]) -> int:
+    from ..candidate import load_candidate
+    from ..errors import UsageError
+    from ..problem import Problem, load_problem
+    from ..runner import LocalRunner
+    from .base import options_from_wire
+
+    problems: dict[tuple[str, float], Problem] = {}
+    _send(
+        out,
+        {
+            "type": "ready",
+            "pid": os.getpid(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },
+    )
+    for line in lines:
+        if not line.strip():
+            continue
+        msg = json.loads(line)
+        if msg.get("type") == "bye":
+            return 0
+        job_id = msg.get("id")
+        _send(out, {"type": "started", "id": job_id, "pid": os.getpid()})
+        try:
+            problem_path = Path(msg["problem"])
+            key = (str(problem_path), _mtime(problem_path))
+            problem = problems.get(key)
+            if problem is None:
+                problem = problems[key] = load_problem(problem_path)
+            candidate = load_candidate(msg["candidate"], problem, backend=msg.get("backend"))
+            options = options_from_wire(msg.get("options") or {})
+            verdict = LocalRunner().run(problem, candidate, options)
+            reply: dict[str, Any] = {"type": "result", "id": job_id, "verdict": verdict.to_json()}
+        except UsageError as exc:
+            reply = {"type": "error", "id": job_id, "kind": "usage", "message": str(exc)}
+        except Exception as exc:
+            detail = traceback.format_exc()
+            sys.stderr.write(detail)
+            reply = {
+                "type": "error",
+                "id": job_id,
+                "kind": "internal",
+                "message": f"{type(exc).__name__}: {exc}",
+                "detail": detail[-3000:],
+            }
+        _send(out, reply)
+    return 0
+
+
+def _mtime(path: Path) -> float:
+    target = path / "problem.py" if path.is_dir() else path
+    try:
+        return target.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.runners.slot")
+    parser.add_argument("--fd-out", type=int, required=True, help="where replies go")
+    args = parser.parse_args(argv)
+    out = os.fdopen(args.fd_out, "w", buffering=1, encoding="utf-8")
+    try:
+        return serve(out, sys.stdin)
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
