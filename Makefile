@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first: a plain `torch` requirement with no torch installed pulls a multi-GB CUDA build
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e '.[dev,cutedsl]'
+	$(PY) -m pip install -q -e '.[dev,cutedsl,ray]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -28,8 +28,9 @@ BM25_PARAMS = {"body": (1.2, 0.75), "head": (1.2, 0.3), "file": (1.2, 0.75)}
 
 
 def head_text(path: str, symbol: str, title: str, defines: str) -> str:
-    p = PurePosixPath(path)
-    return f"{symbol} {title} {defines} {p.stem} {p.parent.name}"
+    # the file name but not its folders: folder names repeat across many files and
+    # would make every chunk under them look like a heading match
+    return f"{symbol} {title} {defines} {PurePosixPath(path).stem}"
 
 
 @dataclass

@@ -52,9 +52,10 @@ class Weights:
 
     body: float = 1.0  # BM25 over chunk text
     head: float = 1.0  # BM25 over symbol, title, defined names, file name
-    file: float = 0.5  # BM25 over whole files, through each file's best chunk
-    dense: float = 1.0  # embedding similarity of chunk summaries
+    file: float = 1.5  # BM25 over whole files, through each file's best chunk
+    dense: float = 1.5  # embedding similarity of chunk summaries
     symbol: float = 1.5  # chunks that define a name the query spells out
+    head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
 
 
 @dataclass
@@ -124,9 +125,12 @@ class Searcher:
         if mode in ("hybrid", "lexical"):
             t = time.perf_counter()
             tokens = tokenize(query)
+            name_query = is_name_query(query)
             for name, cache in caches.items():
                 for fieldname, rows in _lexical(cache, tokens, depth, filters).items():
                     weight = getattr(self.weights, fieldname)
+                    if fieldname == "head" and not name_query:
+                        weight *= self.weights.head_in_prose
                     if weight:
                         lists.append((weight, [(name, r) for r in rows]))
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
