@@ -11,15 +11,27 @@ Modules, one concept each:
 - ``runs``: run records under ``runs/agent/<run-id>/``
 - ``plot``: the progress PNG
 
-The package imports nothing heavy until used; ``anthropic`` only when a call is made.
+Names are imported on first use (``ctxkernel runs`` must not pay for torch or the SDK);
+``anthropic`` is imported only when a call is made.
 """
 
 from __future__ import annotations
 
-from .check_tool import CheckSession, Outcome, evaluate, make_check_tool
-from .client import DEFAULT_MODEL, APIFailure, ModelClient, ModelSettings, Price, RetryPolicy, Usage
-from .loop import Agent, AgentConfig, RunResult, run_agent
-from .runs import RunRecord, list_runs, resolve_run
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .check_tool import CheckSession, Outcome, evaluate, make_check_tool
+    from .client import (
+        DEFAULT_MODEL,
+        APIFailure,
+        ModelClient,
+        ModelSettings,
+        Price,
+        RetryPolicy,
+        Usage,
+    )
+    from .loop import Agent, AgentConfig, RunResult, run_agent
+    from .runs import RunRecord, list_runs, resolve_run
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -41,3 +53,33 @@ __all__ = [
     "resolve_run",
     "run_agent",
 ]
+
+_EXPORTS = {
+    "CheckSession": "check_tool",
+    "Outcome": "check_tool",
+    "evaluate": "check_tool",
+    "make_check_tool": "check_tool",
+    "DEFAULT_MODEL": "client",
+    "APIFailure": "client",
+    "ModelClient": "client",
+    "ModelSettings": "client",
+    "Price": "client",
+    "RetryPolicy": "client",
+    "Usage": "client",
+    "Agent": "loop",
+    "AgentConfig": "loop",
+    "RunResult": "loop",
+    "run_agent": "loop",
+    "RunRecord": "runs",
+    "list_runs": "runs",
+    "resolve_run": "runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module_name}", __name__), name)

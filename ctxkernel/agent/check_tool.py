@@ -1,9 +1,8 @@
 """``check_kernel``: the harness as the agent sees it.
 
-- :func:`evaluate` checks candidate files with the harness, concurrently: threads over
-  ``harness.check`` on a CPU or a single GPU, and on a machine with several GPUs one
-  ``python -m harness check --json`` process per GPU, pinned with
-  ``CUDA_VISIBLE_DEVICES``. It is the one seam where a runner pool plugs in later.
+- :func:`evaluate` checks candidate files with the harness, concurrently, through a
+  ``harness.runners`` runner (``local`` threads, the ``pool`` of slot processes pinned one
+  per GPU, an SSH host, a Ray cluster): the one place the loop meets the harness.
 - :class:`Outcome` is what the loop needs from a verdict: ok, the failed rung, how far up
   the ladder it got, and the time, percent of roofline and speedup when the harness
   measured them. They are read defensively from ``Verdict.to_json()``: on a CPU there is
@@ -18,17 +17,11 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import queue
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +30,7 @@ from ..tools.base import Tool, ToolError
 
 if TYPE_CHECKING:
     from harness.runner import RunOptions
+    from harness.runners import BatchRunner
 
     from .runs import RunRecord
 
@@ -231,24 +225,8 @@ def timed(options: RunOptions, device: str) -> RunOptions:
     """Options that benchmark on a GPU (the roofline the loop stops on), when the harness
     can; a CPU has no timing."""
     if device != "cpu" and "bench" in {f.name for f in fields(options)}:
-        return replace(options, bench=True)  # type: ignore[call-arg]
+        return replace(options, bench=True)
     return options
-
-
-def visible_gpus(device: str | None) -> list[str]:
-    """The GPUs candidates may use: ``CUDA_VISIBLE_DEVICES`` entries, else all of them."""
-    if device == "cpu":
-        return []
-    try:
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        count = 0
-    if not count:
-        return []
-    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return listed[:count] if listed else [str(i) for i in range(count)]
 
 
 def evaluate(
@@ -256,123 +234,52 @@ def evaluate(
     candidates: Sequence[Path],
     options: RunOptions,
     *,
-    workers: int | None = None,
+    runner: BatchRunner | str | None = None,
+    jobs: int | None = None,
     show: Sequence[Sequence[str]] | None = None,
-    pin_gpus: Sequence[str] | None = None,
 ) -> list[CheckOutcome]:
     """Check each candidate file against the problem, concurrently; results in order.
 
-    One worker per visible GPU, or per CPU core on a machine without one. With several
-    GPUs each check runs in its own harness process that sees one GPU
-    (``CUDA_VISIBLE_DEVICES``); ``pin_gpus`` forces that path (tests use it on a CPU).
+    ``runner`` is a ``harness.runners`` runner or spec (``local``: threads here, each
+    candidate in its own worker; ``pool``: one slot process per GPU, pinned with
+    ``CUDA_VISIBLE_DEVICES``; ``ssh://…``; ``ray``), ``None`` for ``local`` on ``jobs``
+    threads. Candidates that ask for a dump or a profile are checked with their own
+    options (their own dump directory); the rest go as one batch.
     """
+    from harness.candidate import load_candidate
+    from harness.errors import HarnessError
+    from harness.problem import load_problem
+    from harness.runners import run_many
+
+    started = time.monotonic()
     if not candidates:
         return []
+    results: list[CheckOutcome | None] = [None] * len(candidates)
+    loaded = load_problem(problem)
     shows = [tuple(s) for s in show] if show is not None else [() for _ in candidates]
-    gpus = list(pin_gpus) if pin_gpus is not None else visible_gpus(options.device)
-    pinned = len(gpus) > 1 or pin_gpus is not None
-    free: queue.Queue[str] = queue.Queue()
-    for gpu in gpus:
-        free.put(gpu)
-
-    def run(i: int) -> CheckOutcome:
-        opts = with_requests(options, shows[i], candidates[i].parent)
-        if not pinned:
-            return _check_in_process(problem, candidates[i], opts)
-        gpu = free.get()
+    groups: list[tuple[RunOptions, list[tuple[int, Any]]]] = []
+    for i, path in enumerate(candidates):
         try:
-            return _check_pinned(problem, candidates[i], opts, gpu)
-        finally:
-            free.put(gpu)
-
-    # one check at a time on a single GPU (timings must not share it); CPU cores otherwise
-    default = len(gpus) if pinned else (1 if gpus else max(1, os.cpu_count() or 1))
-    count = max(1, min(default if pinned else (workers or default), len(candidates)))
-    if count == 1:
-        return [run(i) for i in range(len(candidates))]
-    with ThreadPoolExecutor(count, thread_name_prefix="check") as pool:
-        return list(pool.map(run, range(len(candidates))))
-
-
-def _check_in_process(problem: str | Path, candidate: Path, options: RunOptions) -> CheckOutcome:
-    import harness
-    from harness.errors import HarnessError
-
-    started = time.monotonic()
-    try:
-        verdict = harness.check(problem, candidate, options)
-    except HarnessError as exc:
-        return _error_outcome(str(exc), started)
-    doc = verdict.to_json()
-    return CheckOutcome(
-        Outcome.from_verdict(doc), verdict.feedback(), doc, time.monotonic() - started
-    )
-
-
-# runs in a child process that sees one GPU: the whole RunOptions travels as JSON on stdin
-_PINNED = """\
-import json, sys
-from pathlib import Path
-import harness
-from harness.errors import HarnessError
-from harness.runner import RunOptions
-spec = json.loads(sys.stdin.read())
-defaults = RunOptions()
-opts = {}
-for key, value in spec["options"].items():
-    if isinstance(getattr(defaults, key, None), tuple) and value is not None:
-        value = tuple(value)
-    elif key.endswith("_dir") and value is not None:
-        value = Path(value)
-    opts[key] = value
-try:
-    verdict = harness.check(spec["problem"], spec["candidate"], RunOptions(**opts))
-except HarnessError as exc:
-    print(json.dumps({"error": str(exc)}))
-else:
-    print(json.dumps({"verdict": verdict.to_json(), "feedback": verdict.feedback()}))
-"""
-
-
-def _check_pinned(
-    problem: str | Path, candidate: Path, options: RunOptions, gpu: str
-) -> CheckOutcome:
-    """One check in its own Python process that sees one GPU only."""
-    started = time.monotonic()
-    spec = {
-        "problem": str(problem),
-        "candidate": str(candidate),
-        "options": {
-            f.name: (str(v) if isinstance(v, Path) else v)
-            for f in fields(options)
-            for v in [getattr(options, f.name)]
-        },
-    }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env["CUDA_VISIBLE_DEVICES"] = gpu
-    limit = options.compile_timeout_s + options.first_call_timeout_s + 60 * options.timeout_s
-    try:
-        proc = subprocess.run(
-            [options.python or sys.executable, "-c", _PINNED],
-            input=json.dumps(spec),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=limit,
-        )
-    except subprocess.TimeoutExpired:
-        return _error_outcome(f"the harness did not finish within {limit:g} s", started)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        err = proc.stderr.strip().splitlines()
-        return _error_outcome(err[-1] if err else f"harness exited with {proc.returncode}", started)
-    answer = json.loads(lines[-1])
-    if "error" in answer:
-        return _error_outcome(answer["error"], started)
-    doc = answer["verdict"]
-    return CheckOutcome(
-        Outcome.from_verdict(doc), answer["feedback"], doc, time.monotonic() - started
-    )
+            cand = load_candidate(path, loaded, backend=options.backend)
+        except HarnessError as exc:
+            results[i] = _error_outcome(str(exc), started)
+            continue
+        opts = with_requests(options, shows[i], path.parent)
+        group = next((g for g in groups if g[0] == opts), None)
+        if group is None:
+            groups.append((opts, [(i, cand)]))
+        else:
+            group[1].append((i, cand))
+    for opts, members in groups:
+        index = {id(cand): i for i, cand in members}
+        batch = [cand for _, cand in members]
+        for cand, verdict in run_many(loaded, batch, opts, runner, jobs or len(batch)):
+            doc = verdict.to_json()
+            outcome = Outcome.from_verdict(doc)
+            results[index[id(cand)]] = CheckOutcome(
+                outcome, verdict.feedback(), doc, verdict.wall_s
+            )
+    return [r if r is not None else _error_outcome("no verdict", started) for r in results]
 
 
 def _error_outcome(message: str, started: float) -> CheckOutcome:

@@ -21,7 +21,7 @@ The run stops when
   version, or while none is correct, a version further up the ladder);
 - ``model-stopped``: the model ended its turn three rounds in a row without a version;
 - ``api-error``: the API failed for good (after retries); everything so far is kept;
-- ``interrupted``: Ctrl-C.
+- ``interrupted``: Ctrl-C; ``error``: anything unexpected (kept, then raised).
 
 State is saved after every round, so ``--resume RUN`` continues from the last finished
 round (with budgets raised or changed if asked).
@@ -87,6 +87,7 @@ class AgentConfig:
     check_timeout_s: float = 60.0
     context_tokens: int = 100_000
     lookups_per_version: int = 12
+    runner: str | None = None  # harness.runners spec; None: local (one sample) or pool
     price: list[float] | None = None  # [input, output] dollars per million tokens
     index_dir: str | None = None
     chroma_url: str | None = None
@@ -208,6 +209,7 @@ class Agent:
             record=False,
         )
         self.options = timed(options, "cuda" if state.has_timing else "cpu")
+        self._runner: Any = None
         self._tool_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._session_start = time.monotonic()
@@ -295,14 +297,21 @@ class Agent:
                     "problem": self.record.config.get("problem"), "backend": self.config.backend,
                     "model": self.config.model, "device": self.state.device,
                     "resumed": self.state.calls > 0 or self.state.rounds > 0})  # fmt: skip
+        from harness.runners import RunnerError
+
         stop: tuple[str, str] | None = None
         try:
             while (stop := self._stop_check()) is None:
                 self._round()
         except APIFailure as exc:
             stop = ("api-error", str(exc))
+        except RunnerError as exc:
+            stop = ("runner-error", str(exc))
         except KeyboardInterrupt:
             self._finish(("interrupted", "stopped by the user"))
+            raise
+        except Exception as exc:  # keep what was done, then let the error surface
+            self._finish(("error", f"{type(exc).__name__}: {exc}"))
             raise
         return self._finish(stop)
 
@@ -464,7 +473,11 @@ class Agent:
             self.state.tool_versions[cand.tool_use_id] = cand.version
             paths.append(path)
         results = self.evaluator(
-            self.config.problem, paths, self.options, show=[c.show for c in pending]
+            self.config.problem,
+            paths,
+            self.options,
+            show=[c.show for c in pending],
+            runner=self._batch_runner(),
         )
         for cand, result in zip(pending, results, strict=True):
             cand.result = result
@@ -584,6 +597,19 @@ class Agent:
         self._emit({"type": "nudge", "reason": branch.ended})
         self._save()
 
+    def _batch_runner(self) -> Any:
+        """The harness runner, made once per session and kept warm between rounds:
+        ``--runner``, else ``local`` for one sample a round and the ``pool`` (a slot per
+        GPU, or one per sample on a CPU) for several."""
+        if self._runner is None:
+            from harness.runners import get_runner
+
+            k = max(1, self.config.samples)
+            spec = self.config.runner or ("pool" if k > 1 else "local")
+            jobs = None if spec.startswith("pool") and self.state.has_timing else k
+            self._runner = get_runner(spec, jobs)
+        return self._runner
+
     def _maybe_trim(self) -> None:
         limit = self.config.context_tokens
         state = self.state
@@ -623,6 +649,9 @@ class Agent:
 
     def _finish(self, stop: tuple[str, str] | None) -> RunResult:
         reason, detail = stop or ("stopped", "")
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         state = self.state
         state.status, state.stop_reason, state.stop_detail = "stopped", reason, detail
         self.record.write_best()

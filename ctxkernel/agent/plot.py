@@ -76,7 +76,8 @@ def _time_panel(
             running = min(running, y)
             best.append(running)
         ax.step(xs, best, where="post", color="tab:blue", alpha=0.5, label="best so far")
-        ax.set_yscale("log")
+        if max(ys) > 20 * min(ys) > 0:  # a log axis only when times span decades
+            ax.set_yscale("log")
     failed = [v["version"] for v in versions if not v.get("ok")]
     if failed:
         low = min((v["time_us"] for v in timed), default=1.0)

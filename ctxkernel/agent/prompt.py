@@ -28,20 +28,21 @@ from `custom_kernel`. Offsets `pid * BLOCK + tl.arange(0, BLOCK)` (BLOCK a power
 `tl.max` along an axis, matmuls with `tl.dot` on tiles accumulated in fp32. Tune BLOCK
 sizes, `num_warps`, `num_stages` (or `@triton.autotune`). Allocate outputs with
 `torch.empty` in `custom_kernel`. Look the details up rather than guessing:
-`docs tl.dot`, `search "persistent matmul tutorial" --corpus triton`,
-`grep "def softmax" --corpus triton`.""",
+docs {"topic": "tl.dot"}; search {"query": "persistent matmul tutorial", "corpus":
+"triton"}; grep {"pattern": "def softmax", "corpus": "triton"}.""",
     "cutedsl": """\
 CuTeDSL (`import cutlass`, `import cutlass.cute as cute`, `from cutlass.cute.runtime
 import from_dlpack`): a `@cute.kernel` launched from a `@cute.jit` host function, compiled
 once with `cute.compile` and cached; tensors enter through `from_dlpack`. Layouts, tiled
 copies (`make_tiled_copy`), TMA and MMA atoms are where the speed is. The API is large:
 search the cutlass corpus for the Python examples (`examples/python/CuTeDSL/...`) and read
-the closest one before writing (`search "elementwise add CuTeDSL" --corpus cutlass`).""",
+the closest one before writing (search {"query": "elementwise add CuTeDSL", "corpus":
+"cutlass"}).""",
     "cuda_inline": """\
 CUDA C++ through `torch.utils.cpp_extension.load_inline`: CUDA source strings with a
 `__global__` kernel and a host function taking and returning `torch::Tensor`, built once at
 import and called from `custom_kernel`. Use the PTX corpus for instruction semantics
-(`docs cp.async.bulk.tensor`) and the cutlass corpus for CuTe C++ idioms.""",
+(docs {"topic": "cp.async.bulk.tensor"}) and the cutlass corpus for CuTe C++ idioms.""",
     "torch": """\
 PyTorch only: compose tensor operations (no forbidden ops) in `custom_kernel`. This backend
 is a baseline; the point of the loop is a real kernel in another backend.""",
@@ -223,8 +224,8 @@ def _fmt_number(value: float | None) -> str:
         return "?"
     for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g}{unit}"
-    return f"{value:.3g}"
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} "
 
 
 def problem_section(brief: ProblemBrief) -> str:
@@ -319,9 +320,10 @@ def workflow_section(check_how: str, iterations: str) -> str:
 1. Look things up in the index before writing: `list_corpora` for the corpus names,
    `docs` for one name, `search` for a question, `grep` for an exact pattern, `read` to
    see more lines of a hit. Cite ids (`corpus:path:start-end`) when you rely on them.
-2. {check_how} The answer is the harness's rung ladder (pre-checks, compile, run,
-   correctness, anti-cheat, then benchmark and roofline on a GPU) with metrics and the
-   first failure trimmed to what matters.
+2. {check_how}
+   The answer is the harness's rung ladder (pre-checks, compile, run, correctness,
+   anti-cheat, then benchmark and roofline on a GPU) with metrics and the first failure
+   trimmed to what matters.
 3. Fix the first failing rung, resubmit; once correct, optimise and resubmit. Each
    submission is a version; {iterations}
 4. Keep notes short: one line of what changed per version."""
@@ -355,7 +357,7 @@ def system_prompt(
         f"## Backend: {backend}\n{primer}",
         rules_section(target, info.has_timing, brief.entry),
         workflow_section(
-            'Submit with `check_kernel` ({"source": <the whole module>, "notes": <one line>}).',
+            'Submit with check_kernel {"source": <the whole module>, "notes": <one line>}.',
             iterations,
         ),
     ]

@@ -40,6 +40,7 @@ RESUMABLE = {
     "check_timeout": "check_timeout_s",
     "context_tokens": "context_tokens",
     "price": "price",
+    "runner": "runner",
 }
 
 
@@ -87,6 +88,10 @@ def parse_duration(text: str | None) -> float | None:
               help="Stop after this many rounds without improvement.")  # fmt: skip
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Where candidates run (default: cuda when present).")  # fmt: skip
+@click.option("--runner", default=None, metavar="SPEC",
+              help="Where candidates are checked: local, pool, ssh://host, ray (default: "
+              "local, or pool with --samples > 1; see `ctxkernel check --help`). With a "
+              "remote runner pass --device cuda.")  # fmt: skip
 @click.option("--seeds", "trials", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Trials (fresh inputs) per shape in each check.")  # fmt: skip
 @click.option("--check-timeout", type=click.FloatRange(1.0), default=60.0, show_default=True,
@@ -237,8 +242,7 @@ class Printer:
             cost = f", ${e['cost']:.4f}" if e.get("cost") is not None else ""
             self.note(
                 f"  call {e['call']} (round {e['round']}, sample {e['sample'] + 1}): "
-                f"{u['input_tokens']} in + {u['cache_read_tokens']} cached, {u['output_tokens']} out"
-                f"{cost} -> {e['stop_reason']}"
+                f"{_tokens(u)}{cost} -> {e['stop_reason']}"
             )
 
     def _tool(self, e: dict[str, Any]) -> None:
@@ -276,10 +280,16 @@ class Printer:
         if e.get("price_source") == "family estimate":
             cost += " (estimated price)"
         self.out(
-            f"usage: {e['calls']} calls, {u['input_tokens']} in + {u['cache_read_tokens']} cache "
-            f"read + {u['cache_write_tokens']} cache write, {u['output_tokens']} out; {cost}; "
-            f"{e['retries']} retries; {e['wall_s']:.0f} s"
+            f"usage: {e['calls']} calls, {_tokens(u)}; {cost}; {e['retries']} retries; "
+            f"{e['wall_s']:.0f} s"
         )
+
+
+def _tokens(u: dict[str, Any]) -> str:
+    return (
+        f"{u['input_tokens']:,} in + {u['cache_read_tokens']:,} cache read + "
+        f"{u['cache_write_tokens']:,} cache write, {u['output_tokens']:,} out"
+    )
 
 
 def _retry_line(e: dict[str, Any]) -> str:

@@ -149,9 +149,10 @@ def show_cmd(run: str, transcript: bool, full: bool, runs_dir: Path | None, as_j
     usage = summary.get("usage") or {}
     if usage:
         click.echo(
-            f"usage: {summary.get('calls', 0)} calls, {usage.get('input_tokens', 0)} in, "
-            f"{usage.get('cache_read_tokens', 0)} cache read, {usage.get('cache_write_tokens', 0)} "
-            f"cache write, {usage.get('output_tokens', 0)} out; cost {_cost(summary.get('cost_usd'))}; "
+            f"usage: {summary.get('calls', 0)} calls, {usage.get('input_tokens', 0):,} in + "
+            f"{usage.get('cache_read_tokens', 0):,} cache read + "
+            f"{usage.get('cache_write_tokens', 0):,} cache write, "
+            f"{usage.get('output_tokens', 0):,} out; cost {_cost(summary.get('cost_usd'))}; "
             f"{summary.get('retries', 0)} retries; {summary.get('wall_s', 0):.0f} s"
         )
     click.echo("")
@@ -194,9 +195,10 @@ def render_event(event: dict[str, Any], full: bool = False) -> list[str]:
         ]
     if kind == "request":
         u = event.get("usage") or {}
-        cost = f" ${event['cost']:.4f}" if isinstance(event.get("cost"), (int, float)) else ""
-        return [f"  (call {event.get('call')}: {u.get('input_tokens')} in, {u.get('cache_read_tokens')} "
-                f"cached, {u.get('output_tokens')} out{cost}, {event.get('stop_reason')})"]  # fmt: skip
+        cost = f", ${event['cost']:.4f}" if isinstance(event.get("cost"), (int, float)) else ""
+        return [f"  (call {event.get('call')}: {u.get('input_tokens', 0):,} in, "
+                f"{u.get('cache_read_tokens', 0):,} cache read, {u.get('cache_write_tokens', 0):,} "
+                f"cache write, {u.get('output_tokens', 0):,} out{cost}; {event.get('stop_reason')})"]  # fmt: skip
     if kind in ("assistant", "user"):
         who = "claude" if kind == "assistant" else "user"
         sample = f" (sample {int(event.get('sample', 0)) + 1})" if event.get("sample") else ""
@@ -210,7 +212,8 @@ def render_event(event: dict[str, Any], full: bool = False) -> list[str]:
         result = str(event.get("result", ""))
         first = _head(result, 1 if limit else None)
         flag = " (error)" if event.get("is_error") else ""
-        return [f"  -> {event.get('name')}{flag}: {first[0] if first else ''}", *first[1:]]
+        head = f"  -> {event.get('name')}{flag}: {first[0]}"
+        return [head, *("     " + line for line in first[1:])]
     if kind == "version":
         head = "PASSED" if event.get("ok") else f"FAILED at {event.get('failed_rung')}"
         return [f"== version {event.get('version')}: {head} {event.get('reason', '')}".rstrip()]
@@ -232,7 +235,7 @@ def _head(text: str, limit: int | None) -> list[str]:
     lines = text.splitlines() or [""]
     if limit is None or len(lines) <= limit:
         return lines
-    return [*lines[:limit], f"    [... {len(lines) - limit} more lines]"]
+    return [*lines[:limit], f"[... {len(lines) - limit} more lines]"]
 
 
 def _block_lines(block: dict[str, Any], who: str, limit: int | None) -> list[str]:

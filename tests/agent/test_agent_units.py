@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
-from ctxkernel.agent import Agent, AgentConfig, Outcome, evaluate
+from ctxkernel.agent import Agent, AgentConfig, Outcome
 from ctxkernel.agent.check_tool import CheckOutcome, render_feedback, verdict_metrics
 from ctxkernel.agent.client import ModelSettings, Price, Usage, price_for, thinking_param
 from ctxkernel.agent.context import request_messages, trim
 from ctxkernel.agent.plot import plot_run
 from ctxkernel.tools import ToolSet
-from harness.runner import RunOptions
 
 from .conftest import EXAMPLES, SECRET, files_containing, make_client
 from .scripted import Reply, ScriptedAPI, last_user_text, tool_use
@@ -233,20 +232,3 @@ def test_thinking_and_temperature_options() -> None:
         model="m", max_tokens=9000, temperature=0.3, thinking=thinking_param(4096)
     )
     assert "temperature" not in thinking.request_params()  # the API takes none with thinking
-
-
-def test_evaluate_runs_each_pinned_check_in_its_own_process(tmp_path: Path) -> None:
-    paths = []
-    for name, rel in (
-        ("a", "vector_add/bad/syntax_error.py"),
-        ("b", "vector_add/solution_triton.py"),
-    ):
-        path = tmp_path / name / "candidate.py"
-        path.parent.mkdir()
-        path.write_text((EXAMPLES / rel).read_text())
-        paths.append(path)
-    options = RunOptions(device="cpu", trials=1, backend="triton", record=False)
-    bad, good = evaluate(EXAMPLES / "vector_add", paths, options, pin_gpus=["0", "1"])
-    assert bad.outcome.failed_rung == "pre-checks" and "does not parse" in bad.feedback
-    assert good.outcome.ok and good.doc is not None and good.doc["options"]["trials"] == 1
-    assert good.feedback.startswith("PASSED all rungs")
