@@ -41,6 +41,7 @@ RESUMABLE = {
     "context_tokens": "context_tokens",
     "price": "price",
     "runner": "runner",
+    "lookups": "lookups_per_version",
 }
 
 
@@ -100,6 +101,8 @@ def parse_duration(text: str | None) -> float | None:
               help="Trim old turns when the conversation grows past this.")  # fmt: skip
 @click.option("--price", default=None, metavar="IN,OUT",
               help="Dollars per million input,output tokens (default: the model's list price).")  # fmt: skip
+@click.option("--lookups", type=click.IntRange(1), default=12, show_default=True,
+              help="Tool calls in a round before the model is told to submit a version.")  # fmt: skip
 @click.option("--max-retries", type=click.IntRange(1), default=6, show_default=True,
               help="Attempts per API call on 429/529/5xx answers.")  # fmt: skip
 @click.option("--out", type=click.Path(path_type=Path), default=None,
