@@ -16,6 +16,7 @@ help:
 	@echo "make demo    setup + index the Triton and CuTeDSL sources of the installed packages, then search and grep"
 	@echo "make bench   retrieval benchmarks (bench/index_bench.py); results go to bench/RESULTS.md by hand"
 	@echo "make lint    ruff check, ruff format --check, mypy"
+	@echo "make gpu-validate  on a CUDA machine: every GPU check of the harness (bench/gpu_validate.sh)"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,6 +51,9 @@ demo: setup
 
 bench: setup
 	$(PY) bench/index_bench.py
+
+gpu-validate:
+	bench/gpu_validate.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

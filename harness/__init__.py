@@ -2,8 +2,9 @@
 
 A ``Problem`` (native ``problem.py``, GPU MODE ``reference.py`` or KernelBench ``Model``)
 and a ``Candidate`` go to a ``Runner``; the runner spawns an isolated worker, the rung
-ladder (pre-checks, compile, run, correctness, anti-cheat) drives it over a private
-channel, and the answer is a ``Verdict`` (JSON document and compact LLM feedback).
+ladder (pre-checks, compile, run, correctness, anti-cheat; on request benchmark,
+roofline, dumps, profile) drives it over a private channel, and the answer is a
+``Verdict`` (JSON document and compact LLM feedback).
 
 This package never imports the retrieval stack (chromadb, sentence-transformers) nor
 ``ctxkernel``: it must run on a bare GPU machine. The public API is imported lazily so

@@ -125,9 +125,93 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Resume a batch (its id or manifest path); finished candidates are not re-checked.",
         ),
     ]
+    fn = perf_options(fn)
     for decorator in reversed(decorators):
         fn = decorator(fn)
     return fn
+
+
+# -- performance flags (issue 5): benchmark + roofline, dumps, profile -----------------
+
+
+def perf_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--bench``, ``--dump DIR``, ``--target``, ``--profile`` and their knobs."""
+    import click
+
+    decorators = [
+        click.option(
+            "--bench",
+            is_flag=True,
+            help="Time the candidate and the reference on BENCH_SHAPES; report the roofline.",
+        ),
+        click.option(
+            "--bench-budget",
+            "bench_budget_s",
+            type=click.FloatRange(0.1),
+            default=3.0,
+            show_default=True,
+            help="Seconds of timing per shape and subject (stops earlier at a 1% CI).",
+        ),
+        click.option(
+            "--l2",
+            "bench_l2",
+            type=click.Choice(["flush", "hot"]),
+            default=None,
+            help="L2 flushed before every timed call (default) or left hot.",
+        ),
+        click.option(
+            "--graph",
+            "bench_graph",
+            is_flag=True,
+            help="Time replays of a CUDA graph of the call instead of plain calls.",
+        ),
+        click.option(
+            "--compile-ref", is_flag=True, help="Also time torch.compile of the reference."
+        ),
+        click.option(
+            "--dump",
+            "dump_dir",
+            type=click.Path(path_type=Path, file_okay=False),
+            default=None,
+            help="Write IR/PTX/CUBIN/SASS and a resource report per kernel version here.",
+        ),
+        click.option(
+            "--target",
+            default=None,
+            help="Compile Triton kernels ahead of time for this target (e.g. sm_90); no GPU needed.",
+        ),
+        click.option("--profile", is_flag=True, help="Profile the candidate's kernels with ncu."),
+    ]
+    for decorator in reversed(decorators):
+        fn = decorator(fn)
+    return fn
+
+
+def perf_run_options(perf: dict[str, Any]) -> dict[str, Any]:
+    """The ``RunOptions`` fields the performance flags set."""
+    out: dict[str, Any] = {
+        key: perf[key]
+        for key in (
+            "bench",
+            "bench_budget_s",
+            "bench_l2",
+            "compile_ref",
+            "dump_dir",
+            "target",
+            "profile",
+        )
+        if key in perf
+    }
+    if perf.get("bench_graph"):
+        out["bench_mode"] = "graph"
+    if out.get("target"):
+        from .aot import parse_target
+
+        try:
+            parse_target(str(out["target"]))
+        except ValueError as exc:
+            raise UsageError(f"--target: {exc}") from None
+    return out
 
 
 def execute_check(
@@ -146,6 +230,7 @@ def execute_check(
     jobs: int | None = None,
     resume: str | None = None,
     echo: Callable[[str], None] | None = None,
+    **perf: Any,
 ) -> int:
     """Run one check and print it; returns the exit code. Raises ``UsageError``."""
     from .candidate import load_candidate
@@ -177,6 +262,7 @@ def execute_check(
         backend=backend,
         runs_dir=runs_dir,
         record=not no_record,
+        **perf_run_options(perf),
     )
     if len(paths) != 1 or runner or jobs or resume:
         from .runners.batchcli import execute_batch

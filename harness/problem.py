@@ -4,7 +4,8 @@ Three formats load into the same ``Problem``:
 
 - native ``problem.py`` (documented in ``examples/README.md``): ``generate_input(seed,
   **shape)``, ``ref_kernel(inputs)``, ``SHAPES``, optional ``TOLERANCE``, ``FORBIDDEN``,
-  ``BENCH_SHAPES``, ``SEEDS``, ``flops(**shape)``, ``bytes(**shape)``;
+  ``BENCH_SHAPES``, ``BENCH_L2`` (``"flush"`` or ``"hot"``), ``SEEDS``, ``flops(**shape)``,
+  ``bytes(**shape)``;
 - GPU MODE reference-kernels (``reference.py`` + ``task.yml``): see ``importers/gpumode.py``;
 - KernelBench (``Model``, ``get_inputs``, ``get_init_inputs``): ``importers/kernelbench.py``.
 
@@ -109,6 +110,7 @@ class Problem:
     generate: Callable[[int, dict[str, Any], str], Any]  # (seed, shape, device) -> inputs
     reference: Callable[[Any, dict[str, Any]], Any]  # (inputs, shape) -> output
     bench_shapes: list[dict[str, Any]] = field(default_factory=list)
+    bench_l2: str | None = None  # "flush" (default) | "hot": L2 state the benchmark times
     seeds: list[int] = field(default_factory=list)  # public seed per shape
     entry: str = "custom_kernel"
     entry_kind: str = "function"  # "function": entry(inputs); "model": Entry(*init)(*inputs)
@@ -254,6 +256,7 @@ def load_native(path: Path) -> Problem:
         generate=generate,
         reference=reference,
         bench_shapes=[dict(s) for s in getattr(module, "BENCH_SHAPES", [])],
+        bench_l2=getattr(module, "BENCH_L2", None),
         seeds=[int(s) for s in getattr(module, "SEEDS", [])],
         forbidden=[str(f) for f in getattr(module, "FORBIDDEN", [])],
         tolerance=dict(getattr(module, "TOLERANCE", {}) or {}) or None,

@@ -15,6 +15,7 @@ result").
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -83,6 +84,19 @@ class RunOptions:
     runs_dir: Path | None = None
     python: str | None = None  # interpreter for the worker; None: this one
     allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
+    # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
+    bench: bool = False  # time the candidate (and the reference) on BENCH_SHAPES
+    bench_shapes: list[dict[str, Any]] | None = None  # None: the problem's BENCH_SHAPES
+    bench_budget_s: float = 3.0  # per shape and subject, split over the rounds
+    bench_rel_ci: float = 0.01  # stop when the median's 95% CI half-width is within this
+    bench_l2: str | None = None  # "flush" | "hot"; None: the problem's BENCH_L2, else flush
+    bench_mode: str = "events"  # "events" (flush/spin ahead of each launch) | "graph"
+    bench_reference: bool = True  # time the reference too (speedups)
+    compile_ref: bool = False  # also time torch.compile of the reference
+    speedup_review: float = 10.0  # speedups above this are flagged for review
+    dump_dir: Path | None = None  # write IR/PTX/CUBIN/SASS and the resource report here
+    target: str | None = None  # compile Triton ahead of time for this target (sm_90)
+    profile: bool = False  # ncu the candidate's kernels in a separate worker
 
     def resolved_device(self) -> str:
         if self.device:
@@ -188,6 +202,7 @@ class LocalSession:
         device: str,
         options: RunOptions,
         env_extra: dict[str, str],
+        tag: str = "",
     ) -> None:
         self.workdir = workdir
         self.logdir = logdir
@@ -199,8 +214,9 @@ class LocalSession:
         self._gone: WorkerGone | None = None
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        self.stdout_path = logdir / "worker.stdout.log"
-        self.stderr_path = logdir / "worker.stderr.log"
+        name = f"worker-{tag}" if tag else "worker"
+        self.stdout_path = logdir / f"{name}.stdout.log"
+        self.stderr_path = logdir / f"{name}.stderr.log"
         cmd = [
             options.python or sys.executable,
             "-m",
@@ -346,10 +362,15 @@ def _rss_bytes(pid: int) -> int | None:
 
 
 class LocalRunner:
-    """Runs the ladder here, with the candidate's worker a child process of this one."""
+    """Runs the ladder here, with the candidate's worker a child process of this one.
+    ``ladder`` replaces the default rungs (the GPU validation times a planted cheat with
+    compile + benchmark only)."""
+
+    def __init__(self, ladder: Any = None) -> None:
+        self.ladder = ladder
 
     def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict:
-        from .backends import get_backend
+        from .backends import worker_env_for
         from .records import write_record
         from .rungs.context import LadderContext
         from .rungs.ladder import Ladder
@@ -363,15 +384,19 @@ class LocalRunner:
             logdir.mkdir()
             candidate.stage(workdir)
             problem.stage_support_files(workdir)
-            backend = get_backend(candidate.backend)
-            env_extra = backend.worker_env(device)
+            dump = bool(options.dump_dir or options.target)
+            env_extra = worker_env_for(candidate.backend, device, dump=dump)
 
-            def open_session() -> LocalSession:
-                return LocalSession(workdir, logdir, device, options, env_extra)
+            def open_session(tag: str = "", env: dict[str, str] | None = None) -> LocalSession:
+                extra = {**env_extra, **(env or {})}
+                return LocalSession(workdir, logdir, device, options, extra, tag=tag)
 
             ctx = LadderContext(problem, candidate, options, device, open_session)
+            ctx.oneshot = functools.partial(
+                run_oneshot, workdir, logdir, device, options, env_extra
+            )
             try:
-                verdict = Ladder.default().run(ctx)
+                verdict = (self.ladder or Ladder.default()).run(ctx)
             finally:
                 ctx.close()
             if options.record:
@@ -379,6 +404,71 @@ class LocalRunner:
             return verdict
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def run_oneshot(
+    workdir: Path,
+    logdir: Path,
+    device: str,
+    options: RunOptions,
+    env_extra: dict[str, str],
+    request: dict[str, Any],
+    wrapper: Sequence[str],
+    timeout_s: float,
+    tag: str = "oneshot",
+) -> dict[str, Any]:
+    """Run ``python -m harness.worker --oneshot`` under ``wrapper`` (e.g. ncu), in the
+    candidate's temp dir with the worker's scrubbed environment; a separate process from
+    every timing worker. Returns the exit status, the log paths and the worker's result."""
+    import json
+
+    request_path = logdir / f"{tag}.request.json"
+    request_path.write_text(json.dumps(request))
+    out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
+    cmd = [
+        *wrapper,
+        options.python or sys.executable,
+        "-m",
+        "harness.worker",
+        "--workdir",
+        str(workdir),
+        "--device",
+        device,
+        "--oneshot",
+        str(request_path),
+    ]
+    timed_out = False
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=workdir,
+            env=scrubbed_env(workdir, env_extra),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait(timeout=10)
+    result_path = Path(str(request_path) + ".result")
+    try:
+        result = json.loads(result_path.read_text())
+    except (OSError, ValueError):
+        result = None
+    return {
+        "returncode": proc.returncode,
+        "timed_out": timed_out,
+        "stdout": out_path,
+        "stderr": err_path,
+        "result": result,
+    }
 
 
 def check(

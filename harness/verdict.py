@@ -6,7 +6,9 @@ the Triton interpreter ran), the public seeds and the options. ``Verdict.lines()
 human ladder (``[correctness] ok  max_abs=3.1e-07 ...``). ``Verdict.feedback()`` is the
 compact text an agent loop feeds back: the first failing rung, the trimmed error with the
 offending candidate line or the worst mismatching indices with expected vs got, in under
-about 40 lines.
+about 40 lines. ``performance`` (benchmark, roofline, dumps, profile) sits at the top level
+of the JSON -- ``performance.pct_of_roofline`` is what an agent loop stops on -- and leads
+the feedback of a passed verdict.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ def format_metric(key: str, value: Any) -> str:
         return f"{value:.1f}"
     if key.endswith("_s"):
         return f"{value:.2f}"
+    if key.endswith(("_ms", "_gbps", "_tflops", "_mhz", "_w_max")) or key in ("intensity",):
+        return f"{value:.4g}"
+    if key.endswith("_pct") or key.startswith("pct_"):
+        return f"{value:.1f}"
+    if key.startswith("speedup") or key == "bench_vs_ncu":
+        return f"{value:.3g}x"
+    if key == "ci_rel":
+        return f"{value * 100:.2f}%"
     return f"{value:.1e}"
 
 
@@ -102,6 +112,7 @@ class Verdict:
     options: dict[str, Any] = field(default_factory=dict)
     run_dir: str | None = None
     wall_s: float = 0.0
+    performance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_rung(self) -> RungResult | None:
@@ -138,6 +149,7 @@ class Verdict:
             "options": self.options,
             "run_dir": self.run_dir,
             "wall_s": self.wall_s,
+            "performance": self.performance,
         }
         return _jsonable(doc)  # type: ignore[no-any-return]
 
@@ -170,6 +182,7 @@ class Verdict:
             options=doc.get("options", {}),
             run_dir=doc.get("run_dir"),
             wall_s=float(doc.get("wall_s", 0.0)),
+            performance=dict(doc.get("performance") or {}),
         )
 
     def lines(self) -> list[str]:
@@ -193,8 +206,9 @@ class Verdict:
         where = f"problem {self.problem}, backend {self.backend}, {self.device_label()}"
         if failed is None:
             lines.append(f"PASSED all rungs ({where}).")
+            lines.extend(performance_lines(self.performance))
             for rung in self.rungs:
-                if rung.metrics:
+                if rung.metrics or rung.ok is None:
                     lines.append(rung.line())
             return "\n".join(lines[:max_lines])
         lines.append(f"FAILED at rung '{failed.name}' ({where}).")
@@ -235,6 +249,43 @@ class Verdict:
         if len(lines) > max_lines:
             lines = [*lines[: max_lines - 1], "(truncated)"]
         return "\n".join(lines)
+
+
+def performance_lines(perf: dict[str, Any]) -> list[str]:
+    """The performance summary an agent acts on: roofline %, time, speedup, what to fix."""
+    out: list[str] = []
+    if perf.get("roofline"):
+        out.append(f"performance: {perf['roofline']} on {perf.get('shape')}")
+    for entry in (perf.get("benchmark") or [])[:3]:
+        cand = entry.get("candidate") or {}
+        text = (
+            f"  {entry.get('label')}: median {cand.get('median_ms', float('nan')):.4g} ms, "
+            f"min {cand.get('min_ms', float('nan')):.4g} ms, IQR {cand.get('iqr_ms', float('nan')):.3g} ms, "
+            f"{cand.get('runs')} runs, L2 {'flushed' if entry.get('l2') == 'flush' else 'hot'}"
+        )
+        if entry.get("speedup") is not None:
+            text += f", {entry['speedup']:.3g}x the reference"
+        out.append(text)
+    for item in perf.get("review") or []:
+        out.append(f"REVIEW: {item}")
+    dump = perf.get("dump") or {}
+    for finding in (dump.get("findings") or [])[:4]:
+        out.append(f"dump: {finding}")
+    profile = perf.get("profile") or {}
+    if profile.get("kernels"):
+        bits = [
+            f"{label} {profile[key]:.1f}%"
+            for key, label in (
+                ("dram_pct", "DRAM"),
+                ("sm_pct", "SM"),
+                ("achieved_occupancy_pct", "occupancy"),
+                ("l2_hit_pct", "L2 hit"),
+            )
+            if isinstance(profile.get(key), (int, float))
+        ]
+        stalls = ", ".join(s["reason"] for s in profile.get("top_stalls") or [])
+        out.append("ncu: " + ", ".join(bits) + (f"; top stalls: {stalls}" if stalls else ""))
+    return out
 
 
 def _num(value: Any) -> str:

@@ -11,6 +11,16 @@ environment. Protocol (one reply per request, strictly in order):
   ``repeat`` times with guards and the op recorder on, snapshot each output, synchronise,
   wait, compare again, serialise the outputs and the inputs as they are after the call.
 - ``bye``: final integrity findings, then exit 0.
+- ``bench``, ``bench_sample``, ``identity``, ``ceilings``, ``artifacts``: see
+  ``benchworker.py`` (timing on inputs generated here from seeds, samples of timed
+  outputs for the parent to re-check, device ceilings, compiled artefacts).
+
+A ``load`` may name the problem (``problem: {path}``): it is loaded before the candidate,
+for ``generate_input`` only (its module is dropped from ``sys.modules``), so benchmarks
+generate their inputs on the device. ``subject: "reference"`` makes a harness-only
+worker whose entry point is the problem's reference (timed for speedups);
+``subject: "harness"`` one with no entry point (ceilings). ``--oneshot REQUEST.json``
+loads and calls once inside an NVTX range, for a profiler wrapping this process.
 
 Candidate stdout/stderr go to log files the parent opened; results travel only on the
 channel. The worker never sees seeds or reference outputs.
@@ -31,7 +41,7 @@ from typing import Any
 
 import torch
 
-from . import channel
+from . import channel, timing
 from .backends import LaunchCounter, get_backend
 from .guards import (
     IdentitySnapshot,
@@ -106,6 +116,12 @@ class Worker:
         self.last_leaves: list[torch.Tensor] = []
         self.reported_patches: set[str] = set()
         self.dead = False
+        self.subject = "candidate"
+        self.problem: Any = None
+        self.compile_reference = False
+        self.bench: timing.Bench | None = None
+        self.kept: dict[int, Any] = {}
+        self.bench_findings: set[str] = set()
 
     # -- protocol ----------------------------------------------------------------------
 
@@ -122,6 +138,10 @@ class Worker:
                 self.end.send(*self.call(frame.header, frame.tensors))
                 if self.dead:
                     return 4  # the device context is unusable after e.g. an illegal access
+            elif op in _EXTRA_OPS:
+                self.end.send(*self.extra(str(op), frame.header, frame.tensors))
+                if self.dead:
+                    return 4
             elif op == "bye":
                 self.end.send({"ok": True, "op": "bye", "integrity": self.integrity()})
                 return 0
@@ -143,6 +163,18 @@ class Worker:
         if self.device == "cuda":
             torch.cuda.init()
             torch.cuda.set_device(0)
+        self.subject = str(req.get("subject", "candidate"))
+        self.compile_reference = bool(req.get("compile_reference"))
+        problem_error = self.load_problem(req.get("problem"))
+        if self.subject != "candidate" or problem_error:
+            return {
+                "ok": problem_error is None,
+                "op": "load",
+                "env": self.environment({}),
+                "import_s": 0.0,
+                "error": problem_error,
+                "integrity": [],
+            }, []
         self.counter = backend.prepare_worker(self.device)
         if req.get("import_triton") and self.backend_name != "triton":
             try:
@@ -196,6 +228,49 @@ class Worker:
             "integrity": self.integrity(),
         }
         return reply, []
+
+    def load_problem(self, spec: Any) -> dict[str, Any] | None:
+        """Load the problem (for ``generate_input``; the reference only in a reference
+        worker) before any candidate code, then drop its modules from ``sys.modules``."""
+        if not spec:
+            return None
+        from .problem import load_problem
+
+        before = set(sys.modules)
+        try:
+            self.problem = load_problem(str(spec["path"]))
+        except Exception as exc:
+            return {
+                "phase": "problem",
+                "type": type(exc).__name__,
+                "message": f"loading the problem in the worker failed: {exc}"[:4000],
+                "frames": [],
+                "compile_error": False,
+                "exit": False,
+            }
+        if self.subject == "candidate":
+            for name in set(sys.modules) - before:
+                if name.startswith("_ctxkernel_"):
+                    sys.modules.pop(name, None)
+        return None
+
+    def extra(
+        self, op: str, req: dict[str, Any], tensors: list[torch.Tensor]
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        from . import benchworker
+
+        try:
+            if op == "bench":
+                return benchworker.handle_bench(self, req, tensors)
+            if op == "bench_sample":
+                return benchworker.handle_sample(self, req, tensors)
+            if op == "identity":
+                return benchworker.handle_identity(self, req), []
+            if op == "ceilings":
+                return benchworker.handle_ceilings(self, req), []
+            return benchworker.handle_artifacts(self, req)
+        except Exception:
+            return {"ok": False, "op": op, "harness_error": traceback.format_exc()[-4000:]}, []
 
     def environment(self, backend_env: dict[str, object]) -> dict[str, object]:
         env: dict[str, object] = {
@@ -481,6 +556,9 @@ class Worker:
         }
 
 
+_EXTRA_OPS = ("bench", "bench_sample", "identity", "ceilings", "artifacts")
+
+
 def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:
     if _isinstance(value, tuple):
         return tuple(_replace_leaves(v, swap) for v in value)
@@ -533,12 +611,15 @@ def _driver_version() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.worker")
-    parser.add_argument("--fd-in", type=int, required=True)
-    parser.add_argument("--fd-out", type=int, required=True)
+    parser.add_argument("--fd-in", type=int, default=-1)
+    parser.add_argument("--fd-out", type=int, default=-1)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--mem-cap", type=int, default=0, help="RLIMIT_AS in bytes (CPU only)")
+    parser.add_argument("--oneshot", default=None, help="REQUEST.json: load, call once, exit")
     args = parser.parse_args(argv)
+    if args.oneshot:
+        return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.mem_cap and args.device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (args.mem_cap, args.mem_cap))
@@ -559,6 +640,46 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 3
+
+
+def oneshot(request_path: str, workdir: str, device: str) -> int:
+    """For a profiler wrapping this process (``ncu``): load, warm up outside the NVTX
+    range, then call inside ``ctxkernel_candidate`` -- so only the candidate's kernels of
+    those calls are profiled. Writes ``REQUEST.json.result``; never times anything."""
+    with open(request_path) as fh:
+        req = json.load(fh)
+    result: dict[str, Any] = {"ok": False}
+    worker = Worker(None, workdir, device)  # type: ignore[arg-type]
+    try:
+        reply, _ = worker.load(req["load"])
+        if not reply.get("ok"):
+            result["error"] = reply.get("error")
+        else:
+            problem = worker.problem
+            shape = dict(req.get("shape") or {})
+            inputs = problem.generate_input(int(req.get("seed", 1)), shape, device)
+            entry = worker.get_entry(None, [])
+            from .benchworker import _guarded_call
+
+            call = _guarded_call(worker, entry)
+            gpu = device == "cuda"
+            for _ in range(int(req.get("warmup", 2))):
+                call(inputs)
+            if gpu:
+                torch.cuda.synchronize()
+            for _ in range(int(req.get("calls", 1))):
+                if gpu:
+                    torch.cuda.nvtx.range_push(str(req.get("nvtx", "ctxkernel_candidate")))
+                call(inputs)
+                if gpu:
+                    torch.cuda.synchronize()
+                    torch.cuda.nvtx.range_pop()
+            result = {"ok": True, "integrity": worker.integrity()}
+    except BaseException:
+        result["error"] = {"message": traceback.format_exc()[-4000:]}
+    with open(request_path + ".result", "w") as fh:
+        json.dump(result, fh, default=str)
+    return 0 if result.get("ok") else 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ One module per backend (``triton``, ``cutedsl``, ``cuda_inline``, ``pytorch``). 
 knows: how to recognise a candidate written for it (its imports), the environment the
 worker needs (``TRITON_INTERPRET=1`` on CPU), how to count the kernels a call launched
 (so "declared backend triton but no Triton kernel was launched" can be said), and which
-exceptions are compile errors. The next issue adds compile artefacts and dumps here.
+exceptions are compile errors. ``worker_env_for`` adds what dumps need (launch recording
+for ahead-of-time Triton compiles, ``CUTE_DSL_KEEP``, ``nvcc -keep``); artefacts are
+collected in the worker by ``harness/artifacts.py``.
 
 The worker imports this package too: nothing here may import torch or triton at module
 level.
@@ -32,6 +34,8 @@ class Backend:
     requires_gpu = False
     # whether a call that launched nothing of this backend is a failure
     enforce_launches = False
+    # the load request (imports, builds) gets at least this long
+    min_compile_timeout_s = 0.0
 
     def detect(self, imports: set[str], source: str) -> bool:
         return False
@@ -63,6 +67,17 @@ def all_backends() -> list[Backend]:
 
 
 BACKEND_NAMES = ("triton", "cutedsl", "cuda_inline", "torch")
+
+
+def worker_env_for(name: str, device: str, dump: bool = False) -> dict[str, str]:
+    """The worker's extra environment for a backend; with ``dump`` also what makes the
+    backend keep its artefacts. Every runner spawns workers with this."""
+    env = dict(get_backend(name).worker_env(device))
+    if dump:
+        env["CTXKERNEL_DUMP"] = "1"
+        env["CTXKERNEL_RECORD_LAUNCHES"] = "1"
+        env["CTXKERNEL_KEEP_NVCC"] = "1"
+    return env
 
 
 def get_backend(name: str) -> Backend:

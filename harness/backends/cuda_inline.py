@@ -2,12 +2,15 @@
 
 Launch counting wraps the loaders so every function of the extension module they return
 counts its calls. Build failures (``RuntimeError: Error building extension``) are compile
-errors.
+errors. With ``CTXKERNEL_KEEP_NVCC=1`` (dumps) the loaders add ``nvcc -keep`` so the PTX
+and CUBIN intermediates stay in ``keep_dir()`` (``$HOME/nvcc-keep``, in the worker's temp dir). The first build takes about a minute (~51 s seen on
+an H200): the load request gets ``min_compile_timeout_s``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import types
 from typing import Any
 
@@ -18,6 +21,7 @@ class CudaInlineBackend(Backend):
     name = "cuda_inline"
     requires_gpu = True
     enforce_launches = True
+    min_compile_timeout_s = 600.0
 
     def detect(self, imports: set[str], source: str) -> bool:
         return "load_inline" in source or any(
@@ -43,10 +47,26 @@ class CudaInlineBackend(Backend):
         )
 
 
+def keep_dir() -> str | None:
+    if os.environ.get("CTXKERNEL_KEEP_NVCC") != "1":
+        return None
+    return os.path.join(os.environ.get("HOME", "."), "nvcc-keep")
+
+
+def _keep_flags(kwargs: dict[str, Any]) -> dict[str, Any]:
+    keep = keep_dir()
+    if not keep:
+        return kwargs
+    os.makedirs(keep, exist_ok=True)
+    flags = list(kwargs.get("extra_cuda_cflags") or [])
+    flags += ["-keep", "--keep-dir", keep]
+    return {**kwargs, "extra_cuda_cflags": flags}
+
+
 def _counting_loader(original: Any, counter: LaunchCounter) -> Any:
     @functools.wraps(original)
     def load(*args: Any, **kwargs: Any) -> Any:
-        module = original(*args, **kwargs)
+        module = original(*args, **_keep_flags(kwargs))
         if not isinstance(module, types.ModuleType):
             return module
         proxy = types.ModuleType(module.__name__)

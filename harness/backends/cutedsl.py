@@ -1,20 +1,30 @@
-"""CuTeDSL (``nvidia-cutlass-dsl``): detection and GPU requirement.
+"""CuTeDSL (``nvidia-cutlass-dsl``): detection, launch counting, artefacts, GPU requirement.
 
 Compiling works on a CPU machine but running needs a GPU, so on CPU a CuTeDSL candidate
-fails at the run rung with that reason. Launch counting is not wired yet (the next issue
-adds compile artefacts here); a call is not failed for launching nothing.
+fails at the compile rung with that reason. In the worker (before the candidate is
+imported) ``JitExecutor.run_compiled_program`` -- the path every call of a compiled
+``cute.compile`` result or a ``@cute.jit`` function takes -- counts launches, and every
+``JitCompiledFunction`` is remembered so its ``__mlir__``/``__ptx__``/``__cubin__`` can be
+dumped. With ``CTXKERNEL_DUMP=1`` the DSL is told to keep MLIR, PTX and CUBIN
+(``CUTE_DSL_KEEP``) under ``$HOME/cute-dump``; SASS comes from ``cuobjdump`` in the parent
+(``CUTE_DSL_KEEP=sass`` needs nvdisasm >= 13.4 and breaks ``import cutlass`` otherwise).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from typing import Any
 
-from . import Backend
+from . import Backend, LaunchCounter
+
+_ARCH_OF_CAPABILITY = {"9.0": "sm_90a", "10.0": "sm_100a", "10.3": "sm_103a", "12.0": "sm_120a"}
 
 
 class CuteDSLBackend(Backend):
     name = "cutedsl"
     requires_gpu = True
+    enforce_launches = True
 
     def detect(self, imports: set[str], source: str) -> bool:
         return any(name == "cutlass" or name.startswith("cutlass.") for name in imports)
@@ -26,9 +36,85 @@ class CuteDSLBackend(Backend):
                 env[key] = os.environ[key]
         return env
 
+    def prepare_worker(self, device: str) -> LaunchCounter | None:
+        if os.environ.get("CTXKERNEL_DUMP") == "1":
+            dump = os.environ.setdefault(
+                "CUTE_DSL_DUMP_DIR", os.path.join(os.environ.get("HOME", "."), "cute-dump")
+            )
+            os.makedirs(dump, exist_ok=True)
+            os.environ.setdefault("CUTE_DSL_KEEP", "ir,ptx,cubin")
+        if device == "cuda" and "CUTE_DSL_ARCH" not in os.environ:
+            try:
+                import torch
+
+                props = torch.cuda.get_device_properties(0)
+                arch = _ARCH_OF_CAPABILITY.get(f"{props.major}.{props.minor}")
+                if arch:
+                    os.environ["CUTE_DSL_ARCH"] = arch
+            except Exception:
+                pass
+        try:
+            import cutlass.cute  # noqa: F401  (reads CUTE_DSL_* now)
+            from cutlass.base_dsl import jit_executor
+        except Exception:
+            return None
+        counter = LaunchCounter()
+        _wrap_executor(jit_executor, counter)
+        return counter
+
     def is_compile_error(self, exc: BaseException) -> bool:
         module = type(exc).__module__ or ""
         return (
             module.startswith(("cutlass.base_dsl", "cutlass._mlir"))
             or "DSLRuntimeError" in type(exc).__name__
+            or "DSLAstPreprocessorError" in type(exc).__name__
         )
+
+    def environment(self) -> dict[str, object]:
+        try:
+            from importlib.metadata import version
+
+            return {"cutlass_dsl": version("nvidia-cutlass-dsl")}
+        except Exception:
+            return {"cutlass_dsl": None}
+
+
+def _counting(cls: Any, counter: LaunchCounter) -> None:
+    original = cls.__dict__.get("run_compiled_program") if cls is not None else None
+    if original is None or getattr(original, "_ctxkernel_counted", False):
+        return
+
+    @functools.wraps(original)
+    def run_compiled_program(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counter.count += 1
+        return original(self, *args, **kwargs)
+
+    run_compiled_program._ctxkernel_counted = True  # type: ignore[attr-defined]
+    cls.run_compiled_program = run_compiled_program
+
+
+def _wrap_executor(module: Any, counter: LaunchCounter) -> None:
+    """Count at every class a call can end in (a call may pass two of them: counts are
+    'at least one launch', which is what the ladder enforces)."""
+    from ..artifacts import CAPTURED_CUTE
+
+    _counting(getattr(module, "JitExecutor", None), counter)
+    _counting(getattr(module, "JitCompiledFunction", None), counter)
+    try:
+        from cutlass.cutlass_dsl import cutlass_function
+
+        _counting(getattr(cutlass_function, "CutlassCallJitCompiledFunction", None), counter)
+    except Exception:
+        pass
+    compiled = getattr(module, "JitCompiledFunction", None)
+    init = getattr(compiled, "__init__", None)
+    if compiled is not None and init is not None and not getattr(init, "_ctxkernel_counted", False):
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            if len(CAPTURED_CUTE) < 16:
+                CAPTURED_CUTE.append(self)
+
+        __init__._ctxkernel_counted = True  # type: ignore[attr-defined]
+        compiled.__init__ = __init__

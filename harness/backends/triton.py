@@ -2,7 +2,9 @@
 
 Launches are counted by wrapping ``JITFunction.run`` (compiled path) and
 ``InterpretedFunction.run`` (``TRITON_INTERPRET=1``); warm-up runs are not launches. The
-autotuner ends in one of those, so it is counted too.
+autotuner ends in one of those, so it is counted too. With ``CTXKERNEL_RECORD_LAUNCHES=1``
+(dumps) the same wrapper records each distinct launch's specialisation for ahead-of-time
+compiles (``aot.py``).
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ class TritonBackend(Backend):
             interpreter = None  # type: ignore[assignment]
         if interpreter is not None and hasattr(interpreter, "InterpretedFunction"):
             _wrap_run(interpreter.InterpretedFunction, counter)
-        if device == "cpu":
+        if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
             _warm_interpreter()
+        from ..aot import RECORDED
+
+        RECORDED.clear()  # the harness's own warm-up launch is no candidate kernel
         return counter
 
     def is_compile_error(self, exc: BaseException) -> bool:
@@ -74,9 +79,21 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
     original = cls.__dict__.get("run")
     if original is None or getattr(original, "_ctxkernel_counted", False):
         return
+    record: Any = None
+    if os.environ.get("CTXKERNEL_RECORD_LAUNCHES") == "1":
+        from ..aot import record_launch
+
+        record = record_launch
+    # a dump worker on a CPU machine records launches on large shapes without running them
+    record_only = record is not None and os.environ.get("CTXKERNEL_RECORD_ONLY") == "1"
 
     @functools.wraps(original)
     def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:
+        if record is not None and not warmup:
+            record(self, args, kwargs)
+            if record_only:
+                counter.count += 1
+                return None
         result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         if not warmup:
             counter.count += 1

@@ -7,6 +7,12 @@ candidate's process, and not even in this one while the candidate runs. Each rep
 checked here: output type/shape/dtype/device/layout/aliasing, inputs unchanged, forbidden
 ops, launches of the declared backend, output changes after return, and the worker's
 guard findings (``integrity``).
+
+Benchmarks, dumps and profiles (issue 5) use *auxiliary* workers (``aux(role)``), opened
+after the ladder's own worker is finished: ``bench`` and ``dump`` load the candidate again
+(compiles come from the worker's on-disk caches), ``reference`` is a harness-only worker
+whose entry point is the problem's reference (timed for speedups; also measures the
+device ceilings). ``performance`` collects what the verdict reports at the top level.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -138,6 +145,13 @@ class LadderContext:
         self.first: CallRecord | None = None
         self.seeds_used: list[dict[str, Any]] = []
         self.output_bytes: dict[int, list[int]] = {}
+        self.oneshot: Callable[..., dict[str, Any]] | None = None  # set by runners that can
+        self.aux_sessions: dict[str, WorkerSession] = {}
+        self.aux_replies: dict[str, dict[str, Any]] = {}
+        self.aux_called: set[str] = set()
+        self.performance: dict[str, Any] = {}
+        self.bench_results: list[dict[str, Any]] = []
+        self.ceilings_cache: Any = None
         self.calls_made = 0
         self.closed: dict[str, Any] | None = None
         self.logs: dict[str, Any] = {}
@@ -152,8 +166,8 @@ class LadderContext:
             self.logs = dict(self._session.logs)
         return self._session
 
-    def load(self) -> dict[str, Any]:
-        header = {
+    def load_header(self, subject: str = "candidate", with_problem: bool = False) -> dict[str, Any]:
+        header: dict[str, Any] = {
             "op": "load",
             "candidate": self.candidate.filename,
             "module": self.candidate.module_name,
@@ -164,24 +178,76 @@ class LadderContext:
             "settle_s": self.options.settle_s,
             "import_triton": "triton" in self.candidate.source,
         }
-        reply = self.session.request(header, [], self.options.compile_timeout_s, 1 << 24)
+        if subject != "candidate":
+            header["subject"] = subject
+        if with_problem or subject != "candidate":
+            header["problem"] = {"path": str(Path(self.problem.path).resolve())}
+        return header
+
+    @property
+    def compile_timeout_s(self) -> float:
+        return max(self.options.compile_timeout_s, self.backend.min_compile_timeout_s)
+
+    def load(self) -> dict[str, Any]:
+        header = self.load_header()
+        reply = self.session.request(header, [], self.compile_timeout_s, 1 << 24)
         self.environment.update(reply.header.get("env") or {})
         self.note_integrity(reply.header.get("integrity") or [])
         return reply.header
 
     def close(self) -> None:
+        """End every worker (the ladder's and the auxiliary ones)."""
+        self.finish()
+        for role in list(self.aux_sessions):
+            self.close_aux(role)
+
+    def finish(self) -> None:
+        """End the ladder's worker politely now (collects its last findings)."""
         if self._session is not None and self.closed is None:
             self.closed = self._session.close()
             self.note_integrity(self.closed.get("integrity") or [])
 
-    def finish(self) -> None:
-        """End the worker politely now (collects its last findings)."""
-        self.close()
+    def aux(
+        self, role: str, env: dict[str, str] | None = None
+    ) -> tuple[WorkerSession, dict[str, Any]]:
+        """An auxiliary worker, loaded: ``bench``/``dump``/``aot`` (the candidate),
+        ``reference`` (harness-only, the reference as entry point); ``env`` overrides the
+        worker's environment (``aot``: the Triton interpreter off). Raises ``WorkerGone``."""
+        if role in self.aux_sessions:
+            return self.aux_sessions[role], self.aux_replies[role]
+        try:
+            session = self._open_session(tag=role, env=env)  # type: ignore[call-arg]
+        except TypeError:
+            session = self._open_session()
+        self.aux_sessions[role] = session
+        subject = "reference" if role.startswith("reference") else "candidate"
+        header = self.load_header(subject=subject, with_problem=True)
+        if subject == "reference":
+            header["compile_reference"] = role == "reference_compiled"
+        reply = session.request(header, [], self.compile_timeout_s, 1 << 24)
+        self.aux_replies[role] = reply.header
+        if subject == "candidate":
+            self.note_integrity(reply.header.get("integrity") or [])
+        return session, reply.header
+
+    def close_aux(self, role: str) -> list[str]:
+        """Close one auxiliary worker; returns the integrity findings of its goodbye."""
+        session = self.aux_sessions.pop(role, None)
+        if session is None:
+            return []
+        final = session.close()
+        found = [str(i.get("message", "")) for i in final.get("integrity") or []]
+        if not role.startswith("reference"):
+            self.note_integrity(final.get("integrity") or [])
+        return [f for f in found if f]
 
     # -- inputs and references -------------------------------------------------------
 
-    def make_inputs(self, shape_index: int, trial: int) -> TrialInputs:
-        shape = self.shapes[shape_index]
+    def make_inputs(
+        self, shape_index: int, trial: int, shape: dict[str, Any] | None = None
+    ) -> TrialInputs:
+        """Fresh inputs for ``shapes[shape_index]`` (or ``shape``, e.g. a bench shape)."""
+        shape = shape if shape is not None else self.shapes[shape_index]
         public = self.problem.public_seed(shape_index)
         seed = mix_seed(public, trial, self.secret)
         pristine = self.problem.generate_input(seed, shape, self.device)
@@ -217,6 +283,7 @@ class LadderContext:
         repeat: int = 1,
         burst: bool = False,
         timeout_s: float | None = None,
+        session: WorkerSession | None = None,
     ) -> CallRecord:
         record = CallRecord(inputs)
         tensors: list[torch.Tensor] = []
@@ -243,7 +310,9 @@ class LadderContext:
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)
         try:
-            reply = self.session.request(header, [*tensors, *init_tensors], timeout, max_reply)
+            reply = (session or self.session).request(
+                header, [*tensors, *init_tensors], timeout, max_reply
+            )
         except WorkerGone as gone:
             record.gone = gone
             return record

@@ -3,6 +3,10 @@
 ``Rung`` is the protocol every rung implements: ``name``, ``gating``, ``run(ctx) ->
 RungResult``. Rungs after a failed gate are listed as skipped. A rung that crashes is a
 harness bug and is reported as that rung failing with "harness error", never as a pass.
+A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
+profile) run only when asked for (``--bench``, ``--dump``/``--target``, ``--profile``).
+A rung that reports ``ok=None`` was skipped for a reason (no GPU, no ncu) and does not
+fail the verdict; only ``ok=False`` does.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from typing import Protocol
 from ..errors import UsageError
 from ..verdict import RungResult, Verdict
 from .anticheat import AntiCheatRung
+from .benchmark import BenchmarkRung
 from .compile import CompileRung
 from .context import REFERENCE_PRECISION_FLAGS, LadderContext, shape_label
 from .correctness import CorrectnessRung
+from .dump import DumpRung
 from .precheck import PreCheckRung
+from .profile import ProfileRung
+from .roofline import RooflineRung
 from .run import RunRung
 
 
@@ -36,13 +44,28 @@ class Ladder:
 
     @classmethod
     def default(cls) -> Ladder:
-        return cls([PreCheckRung(), CompileRung(), RunRung(), CorrectnessRung(), AntiCheatRung()])
+        return cls(
+            [
+                PreCheckRung(),
+                CompileRung(),
+                RunRung(),
+                CorrectnessRung(),
+                AntiCheatRung(),
+                BenchmarkRung(),
+                RooflineRung(),
+                DumpRung(),
+                ProfileRung(),
+            ]
+        )
 
     def run(self, ctx: LadderContext) -> Verdict:
         started = time.monotonic()
         results: list[RungResult] = []
         stopped = False
         for rung in self.rungs:
+            enabled = getattr(rung, "enabled", None)
+            if enabled is not None and not enabled(ctx):
+                continue
             if stopped:
                 results.append(RungResult(rung.name, None, rung.gating))
                 continue
@@ -81,7 +104,7 @@ class Ladder:
         interpreter = bool(env.get("triton_interpreter")) or (
             ctx.device == "cpu" and ctx.candidate.backend == "triton"
         )
-        ok = all(r.ok is True for r in results)
+        ok = bool(results) and not any(r.ok is False for r in results)
         return Verdict(
             ok=ok,
             problem=ctx.problem.name,
@@ -104,6 +127,11 @@ class Ladder:
                 "timeout_s": ctx.options.timeout_s,
                 "policy_scan": ctx.options.policy_scan,
                 "forbidden": ctx.problem.forbidden,
+                "bench": ctx.options.bench,
+                "dump_dir": str(ctx.options.dump_dir) if ctx.options.dump_dir else None,
+                "target": ctx.options.target,
+                "profile": ctx.options.profile,
             },
             wall_s=wall,
+            performance=dict(ctx.performance),
         )

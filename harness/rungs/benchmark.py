@@ -1,0 +1,468 @@
+"""The ``benchmark`` rung: how fast the candidate is, measured the way an expert would trust.
+
+Runs after the anti-cheat rung, in a fresh worker (``ctx.aux("bench")``) and, for speedups,
+a harness-only worker timing the reference (``ctx.aux("reference")``; ``--compile-ref`` adds
+``torch.compile`` of it). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
+spin kernel ahead of every launch, events plus a full-device synchronise, calibration,
+stop at a 1% CI of the median or the budget). Here, in the parent:
+
+- every timed call gets fresh inputs from seeds derived from a key sent just before;
+- afterwards the parent picks which kept outputs to verify and which elements, regenerates
+  those calls' inputs from the same seeds and compares them with its own reference;
+- work that escaped the timed stream (the device stayed busy after the stream's end
+  event, or host wall-clock disagrees with the events) fails the rung, and the time
+  reported is then the device-inclusive one; so does a persisting-L2 limit set by the
+  candidate, or anything the guards saw while it was timed;
+- compute-bound shapes (by the cached ceilings) use a fixed protocol: three rounds, each
+  an idle gap, a bounded window for the candidate, an idle gap, a window for the
+  reference; SM clock, power and throttle reasons (NVML) are kept with each window.
+
+``triton.testing.do_bench`` is the yardstick: same flush (``zero_`` of >= 256 MB before each
+call), events, median. Differences: inputs change every call, the stopping rule is a CI
+and not a fixed time, the device is synchronised after each call (side streams count),
+and clocks are recorded.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .. import channel
+from ..benchstats import StopRule, summarize
+from ..metrics import compare
+from ..runner import WorkerGone
+from ..timing import bench_seed
+from ..verdict import RungResult
+from .context import flatten, reference_precision, shape_label
+
+if TYPE_CHECKING:
+    from ..runner import WorkerSession
+    from .context import LadderContext
+
+VERIFY_CALLS = 3
+FULL_CHECK_ELEMENTS = 1 << 22
+SAMPLED_ELEMENTS = 1 << 20
+IDLE_GAP_S = 0.5
+COMPUTE_ROUNDS = 3
+
+
+def bench_shapes(ctx: LadderContext) -> list[dict[str, Any]]:
+    if ctx.options.bench_shapes:
+        return [dict(s) for s in ctx.options.bench_shapes]
+    if ctx.problem.bench_shapes:
+        return [dict(s) for s in ctx.problem.bench_shapes]
+    return [dict(ctx.shapes[-1])]
+
+
+def _rng(ctx: LadderContext, label: str) -> random.Random:
+    return random.Random(f"{ctx.secret}:{label}")
+
+
+class BenchmarkRung:
+    name = "benchmark"
+    gating = True
+
+    def enabled(self, ctx: LadderContext) -> bool:
+        return bool(ctx.options.bench)
+
+    def run(self, ctx: LadderContext) -> RungResult:
+        if ctx.device != "cuda":
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                "no GPU (benchmarks time CUDA kernels; this check ran on cpu)",
+            )
+        try:
+            session, reply = ctx.aux("bench")
+        except WorkerGone as gone:
+            return RungResult(self.name, False, self.gating, {}, f"benchmark worker: {gone.reason}")
+        if reply.get("error"):
+            message = str((reply.get("error") or {}).get("message", ""))[:300]
+            return RungResult(
+                self.name,
+                False,
+                self.gating,
+                {},
+                f"the benchmark worker could not load the candidate: {message}",
+            )
+        reference: WorkerSession | None = None
+        notes: list[str] = []
+        if ctx.options.bench_reference:
+            reference = _reference_session(ctx, "reference", notes)
+        compiled = (
+            _reference_session(ctx, "reference_compiled", notes)
+            if ctx.options.compile_ref
+            else None
+        )
+        from .roofline import ceilings_for
+
+        ceilings_for(ctx)  # measured once per GPU/driver/clocks, before anything is timed
+        l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
+        results = []
+        for index, shape in enumerate(bench_shapes(ctx)):
+            result = self.bench_shape(ctx, session, reference, compiled, shape, index, l2)
+            results.append(result)
+            if result.get("failure"):
+                ctx.bench_results = results
+                return RungResult(
+                    self.name,
+                    False,
+                    self.gating,
+                    _metrics(result),
+                    ctx.explain(f"{result['failure']} (shape {result['label']})"),
+                    {"shapes": results},
+                )
+        ctx.bench_results = results
+        found = ctx.close_aux("bench")
+        if found:
+            return RungResult(
+                self.name,
+                False,
+                self.gating,
+                _metrics(results[0]),
+                f"while timed: {found[0]}",
+                {"shapes": results, "integrity": found},
+            )
+        first = results[0]
+        reason = f"{first['label']}: {first['timing_note']}"
+        if notes:
+            reason += "; " + "; ".join(notes)
+        ctx.performance["benchmark"] = [
+            {
+                k: r.get(k)
+                for k in (
+                    "label",
+                    "candidate",
+                    "reference",
+                    "reference_compiled",
+                    "speedup",
+                    "l2",
+                    "mode",
+                )
+            }
+            for r in results
+        ]
+        return RungResult(
+            self.name, True, self.gating, _metrics(first), reason, {"shapes": results}
+        )
+
+    # -- one shape ---------------------------------------------------------------------
+
+    def bench_shape(
+        self,
+        ctx: LadderContext,
+        session: WorkerSession,
+        reference: WorkerSession | None,
+        compiled: WorkerSession | None,
+        shape: dict[str, Any],
+        index: int,
+        l2: str,
+    ) -> dict[str, Any]:
+        label = shape_label(shape)
+        compute = _compute_bound(ctx, shape)
+        rounds = COMPUTE_ROUNDS if compute else 1
+        gap = IDLE_GAP_S if compute else 0.0
+        budget = max(0.2, ctx.options.bench_budget_s / rounds)
+        rng = _rng(ctx, f"bench:{index}")
+        result: dict[str, Any] = {
+            "label": label,
+            "shape": shape,
+            "l2": l2,
+            "flushed": l2 == "flush",
+            "protocol": (
+                f"compute-bound: {rounds} rounds of idle {gap:g} s, candidate <= {budget:.2g} s, idle, reference"
+                if compute
+                else "memory-bound: one window each, candidate then reference"
+            ),
+            "rounds": [],
+        }
+        cand_times: list[float] = []
+        ref_times: list[float] = []
+        comp_times: list[float] = []
+        for _ in range(rounds):
+            time.sleep(gap)
+            key, keep_key = rng.getrandbits(62), rng.getrandbits(62)
+            reply = _bench(ctx, session, shape, key, keep_key, budget, l2)
+            failure = _failure(ctx, reply)
+            if failure:
+                result["failure"] = failure
+                return result
+            report, escape = reply["report"], reply["escape"]
+            times = escape["inclusive_ms"] if escape.get("escaped") else report["events_ms"]
+            cand_times += [t * 1e-3 for t in times]
+            result.setdefault("input_bytes", reply.get("input_bytes"))
+            result.setdefault("output_bytes", reply.get("output_bytes"))
+            result.setdefault("outputs", reply.get("outputs"))
+            round_info: dict[str, Any] = {
+                "candidate": _round_summary(report, escape),
+            }
+            mismatch = _verify(ctx, session, reply, shape, key, rng)
+            if mismatch:
+                result["failure"] = mismatch
+                result["rounds"].append(round_info)
+                return result
+            if escape.get("escaped"):
+                summary = summarize(cand_times)
+                result["candidate"] = summary.as_dict()
+                result["failure"] = (
+                    "work escaped the timed stream (side stream or background work): the stream's events "
+                    f"saw {summarize([t * 1e-3 for t in report['events_ms']]).median * 1e3:.4g} ms, but the device stayed busy "
+                    f"{escape['excess_device_ms']:.4g} ms longer (wall clock {escape['excess_wall_ms']:.4g} ms longer) than "
+                    f"around a harness kernel; timed with a full device synchronise: {summary.median * 1e3:.4g} ms"
+                )
+                result["rounds"].append(round_info)
+                return result
+            after = (report.get("persisting_l2") or {}).get("after") or {}
+            if after.get("persisting_l2_bytes"):
+                result["failure"] = (
+                    f"the candidate set a persisting-L2 limit ({after['persisting_l2_bytes']} bytes) while being timed"
+                )
+                return result
+            for subject, worker, bucket in (
+                ("reference", reference, ref_times),
+                ("reference_compiled", compiled, comp_times),
+            ):
+                if worker is None:
+                    continue
+                time.sleep(gap)
+                ref_reply = _bench(ctx, worker, shape, rng.getrandbits(62), 0, budget, l2)
+                if ref_reply.get("ok"):
+                    bucket += [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
+                    round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
+                else:
+                    round_info[subject] = {"error": _reply_error(ref_reply)}
+            result["rounds"].append(round_info)
+        cand = summarize(cand_times)
+        result["candidate"] = cand.as_dict()
+        first_report = result["rounds"][0]["candidate"]
+        result["mode"] = first_report.get("mode")
+        result["timing_note"] = (
+            f"median {cand.median * 1e3:.4g} ms over {cand.runs} runs (CI ±{cand.ci_rel * 100:.2f}%), "
+            + ("L2 flushed" if l2 == "flush" else "L2 hot (not flushed)")
+            + f", {_mode_words(first_report)}"
+        )
+        for subject, bucket in (("reference", ref_times), ("reference_compiled", comp_times)):
+            if bucket:
+                ref = summarize(bucket)
+                result[subject] = ref.as_dict()
+                ratio = ref.median / cand.median if cand.median > 0 else None
+                result["speedup" if subject == "reference" else "speedup_vs_compiled"] = ratio
+        if result.get("speedup") is not None:
+            result["timing_note"] += f"; {result['speedup']:.3g}x the reference"
+        return result
+
+
+def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> WorkerSession | None:
+    try:
+        session, reply = ctx.aux(role)
+    except WorkerGone as gone:
+        notes.append(f"{role} worker: {gone.reason}")
+        return None
+    if reply.get("error"):
+        notes.append(f"{role} not timed: {str((reply['error'] or {}).get('message', ''))[:200]}")
+        return None
+    return session
+
+
+def _compute_bound(ctx: LadderContext, shape: dict[str, Any]) -> bool:
+    from .roofline import cached_ceilings
+
+    flops, nbytes = ctx.problem.flops(shape), ctx.problem.bytes(shape)
+    if not flops or not nbytes:
+        return False
+    ceilings = cached_ceilings(ctx)
+    if ceilings is None or not ceilings.tflops:
+        return flops / nbytes > 100.0  # well past any GPU's ridge point
+    peak = max(ceilings.tflops.values())
+    return flops / (peak * 1e12) > nbytes / (ceilings.dram_gbps * 1e9)
+
+
+def _bench(
+    ctx: LadderContext,
+    session: WorkerSession,
+    shape: dict[str, Any],
+    key: int,
+    keep_key: int,
+    budget: float,
+    l2: str,
+) -> dict[str, Any]:
+    rule = StopRule(rel_ci=ctx.options.bench_rel_ci, budget_s=budget)
+    header: dict[str, Any] = {
+        "op": "bench",
+        "shape": shape,
+        "key": key,
+        "keep_key": keep_key,
+        "keep_bytes": (2 << 30) if keep_key else 0,
+        "rule": rule.as_dict(),
+        "l2": l2,
+        "mode": ctx.options.bench_mode,
+        "warmup_s": 0.25,
+    }
+    tensors: list[torch.Tensor] = []
+    if ctx.problem.init is not None:
+        seed, args = ctx.problem.init(shape)
+        header["init"] = {"seed": seed, "args": channel.pack_tree(tuple(args), tensors)}
+    timeout = budget + ctx.options.first_call_timeout_s + 120.0
+    try:
+        reply = session.request(header, tensors, timeout, 1 << 26)
+    except WorkerGone as gone:
+        return {"ok": False, "gone": gone.reason}
+    return reply.header
+
+
+def _reply_error(reply: dict[str, Any]) -> str:
+    if reply.get("gone"):
+        return str(reply["gone"])
+    error = reply.get("error") or {}
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"]).strip().splitlines()[-1][:300]
+    return str(reply.get("harness_error") or "unknown error")[-300:]
+
+
+def _failure(ctx: LadderContext, reply: dict[str, Any]) -> str | None:
+    if reply.get("gone"):
+        return f"the benchmark worker died: {reply['gone']}"
+    ctx.note_integrity(reply.get("integrity") or [])
+    if not reply.get("ok"):
+        return f"{ctx.candidate.entry} failed while being timed: {_reply_error(reply)}"
+    for item in reply.get("integrity") or []:
+        return f"while timed: {item.get('message')}"
+    return None
+
+
+def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, Any]:
+    summary = summarize([t * 1e-3 for t in report.get("events_ms") or []]).as_dict()
+    summary.update(
+        {
+            "stop": report.get("stop"),
+            "warmup_calls": report.get("warmup_calls"),
+            "mode": report.get("mode"),
+            "graph_note": report.get("graph_note"),
+            "l2": report.get("l2"),
+            "flush_bytes": report.get("flush_bytes"),
+            "input_sets": report.get("input_sets"),
+            "host_call_ms": report.get("host_call_ms"),
+            "flush_ms": report.get("flush_ms"),
+            "lead_ms": report.get("lead_ms"),
+            "calibration": report.get("calibration"),
+            "escape": {k: v for k, v in escape.items() if k != "inclusive_ms"},
+            "clocks": report.get("clocks"),
+            "persisting_l2": report.get("persisting_l2"),
+            "kept": len(report.get("kept") or []),
+        }
+    )
+    return summary
+
+
+def _mode_words(report: dict[str, Any]) -> str:
+    if report.get("mode") == "graph":
+        return "CUDA-graph replays"
+    words = (
+        f"events per call, GPU kept busy ahead of each launch (flush {report.get('flush_ms') or 0:.3g} ms "
+        f"+ spin {report.get('lead_ms') or 0:.3g} ms vs a {report.get('host_call_ms') or 0:.3g} ms host call)"
+    )
+    if report.get("graph_note"):
+        words += f" ({report['graph_note']})"
+    return words
+
+
+def _verify(
+    ctx: LadderContext,
+    session: WorkerSession,
+    reply: dict[str, Any],
+    shape: dict[str, Any],
+    key: int,
+    rng: random.Random,
+) -> str | None:
+    """Re-check kept timed outputs: the parent picks calls and elements after the fact."""
+    kept = list((reply.get("report") or {}).get("kept") or [])
+    if not kept:
+        return "no timed output was kept to re-check"
+    chosen = sorted(rng.sample(kept, min(VERIFY_CALLS, len(kept))))
+    references: dict[int, list[torch.Tensor]] = {}
+    picks: list[dict[str, Any]] = []
+    index_tensors: list[torch.Tensor] = []
+    expected: list[tuple[int, int, torch.Tensor, torch.Tensor | None]] = []
+    for call in chosen:
+        inputs = ctx.problem.generate_input(bench_seed(key, call), shape, ctx.device)
+        with reference_precision(), torch.no_grad():
+            ref = ctx.problem.ref_output(inputs, shape)
+        del inputs
+        leaves = [t for t in flatten(ref) if isinstance(t, torch.Tensor)]
+        references[call] = leaves
+        for leaf_no, leaf in enumerate(leaves):
+            flat = leaf.reshape(-1)
+            if flat.numel() <= FULL_CHECK_ELEMENTS:
+                picks.append({"index": call, "leaf": leaf_no, "t": None})
+                expected.append((call, leaf_no, flat, None))
+                continue
+            gen = torch.Generator().manual_seed(rng.getrandbits(62))
+            edge = torch.cat([torch.arange(4096), torch.arange(flat.numel() - 4096, flat.numel())])
+            idx = torch.cat(
+                [edge, torch.randint(0, flat.numel(), (SAMPLED_ELEMENTS,), generator=gen)]
+            )
+            picks.append({"index": call, "leaf": leaf_no, "t": len(index_tensors)})
+            index_tensors.append(idx)
+            expected.append((call, leaf_no, flat, idx))
+    try:
+        sample = session.request(
+            {"op": "bench_sample", "picks": picks, "release": True}, index_tensors, 300.0, 1 << 31
+        )
+    except WorkerGone as gone:
+        return f"the benchmark worker died while sending timed outputs: {gone.reason}"
+    answers = sample.header.get("picks") or []
+    for (call, leaf_no, flat, picked), answer in zip(expected, answers, strict=False):
+        if answer.get("missing") or answer.get("t") is None:
+            return f"timed call {call} kept no output #{leaf_no}"
+        got = sample.tensors[int(answer["t"])]
+        want = flat if picked is None else flat[picked.to(flat.device)]
+        if got.numel() != want.numel():
+            return f"timed call {call}: output #{leaf_no} has {got.numel()} elements, expected {want.numel()}"
+        result = compare(
+            got.reshape(-1),
+            want.detach().to("cpu").reshape(-1),
+            ctx.problem.tolerance_for(want.dtype),
+        )
+        if not result.ok:
+            return (
+                f"a timed call returned a wrong result (call {call} of the timed loop, "
+                f"{'all' if picked is None else f'{want.numel()} sampled'} elements checked): {result.reason}"
+            )
+    return None
+
+
+def _metrics(result: dict[str, Any]) -> dict[str, Any]:
+    cand = result.get("candidate") or {}
+    out: dict[str, Any] = {
+        "median_ms": cand.get("median_ms"),
+        "min_ms": cand.get("min_ms"),
+        "iqr_ms": cand.get("iqr_ms"),
+        "runs": cand.get("runs"),
+        "ci_rel": cand.get("ci_rel"),
+        "l2": "flushed" if result.get("flushed") else "hot",
+    }
+    ref = result.get("reference") or {}
+    if ref:
+        out["ref_median_ms"] = ref.get("median_ms")
+        out["speedup"] = result.get("speedup")
+    if result.get("reference_compiled"):
+        out["compiled_ref_median_ms"] = result["reference_compiled"].get("median_ms")
+        out["speedup_vs_compiled"] = result.get("speedup_vs_compiled")
+    rounds = result.get("rounds") or []
+    clocks = ((rounds[0].get("candidate") or {}).get("clocks") or {}) if rounds else {}
+    if clocks.get("sm_clock_mhz"):
+        out["sm_clock_mhz"] = clocks["sm_clock_mhz"].get("median")
+    if clocks.get("power_w_max") is not None:
+        out["power_w_max"] = clocks["power_w_max"]
+    if clocks.get("throttle"):
+        out["throttle"] = ",".join(clocks["throttle"])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+__all__ = ["BenchmarkRung", "bench_shapes"]

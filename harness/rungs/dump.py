@@ -1,0 +1,215 @@
+"""The ``dumps`` rung: the candidate's compiled code, written out and read (``--dump DIR``).
+
+Not gating: it informs. The artefacts come from a candidate worker (the benchmark's when
+one ran -- its caches hold every version compiled for the timed shapes -- else a fresh
+``dump`` worker that calls the candidate once on the largest of the problem's shapes);
+with ``--target sm_90`` Triton kernels are compiled ahead of time from the recorded
+launches, which needs no GPU. ``harness/dumps.py`` writes them under
+``DIR/<kernel>/<version>/``, disassembles them and lists what an expert would look at.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..dumps import write_dump
+from ..runner import WorkerGone
+from ..verdict import RungResult
+from .run import call_failure
+
+if TYPE_CHECKING:
+    from .context import LadderContext
+
+_MATMUL = re.compile(r"(matmul|gemm|bmm|\bmm\b|linear|attention|conv)", re.IGNORECASE)
+
+
+RECORD_ONLY_MAX_BYTES = 512 << 20
+
+
+def dump_shape(ctx: LadderContext) -> dict[str, Any]:
+    """The shape whose launches are compiled ahead of time: the first bench shape when its
+    inputs are small enough to build on a CPU (launches are recorded, not run), else the
+    largest checked shape. Specialisation follows the sizes (a size divisible by 16 gets
+    128-bit loads; n=1 becomes a constexpr), so a real workload's size matters."""
+    if ctx.problem.bench_shapes:
+        shape = ctx.problem.bench_shapes[0]
+        nbytes = ctx.problem.bytes(shape)
+        if nbytes is not None and nbytes <= RECORD_ONLY_MAX_BYTES:
+            return dict(shape)
+
+    return dict(max(ctx.shapes, key=_numel))
+
+
+def expects_mma(ctx: LadderContext) -> bool:
+    shape = ctx.problem.bench_shapes[0] if ctx.problem.bench_shapes else ctx.shapes[-1]
+    flops, nbytes = ctx.problem.flops(shape), ctx.problem.bytes(shape)
+    if flops and nbytes and flops / nbytes >= 16:
+        return True
+    return bool(_MATMUL.search(ctx.problem.name) or _MATMUL.search(ctx.problem.description[:200]))
+
+
+def _numel(shape: Any) -> float:
+    numbers = [abs(v) for v in shape.values() if isinstance(v, int) and not isinstance(v, bool)]
+    return float(math.prod(numbers)) if numbers else 0.0
+
+
+class DumpRung:
+    name = "dumps"
+    gating = False
+
+    def enabled(self, ctx: LadderContext) -> bool:
+        return bool(ctx.options.dump_dir or ctx.options.target)
+
+    def run(self, ctx: LadderContext) -> RungResult:
+        target = ctx.options.target
+        if ctx.candidate.backend == "torch":
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                "a PyTorch candidate compiles no kernel of its own",
+            )
+        if target and ctx.candidate.backend != "triton" and ctx.device == "cpu":
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                f"ahead-of-time compiles for {target} without a GPU exist for Triton only",
+            )
+        if not target and ctx.device == "cpu":
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                "without a GPU nothing is compiled at run time: add --target sm_90 (Triton, ahead of time)",
+            )
+        role = "bench" if "bench" in ctx.aux_sessions else "dump"
+        interpreted = ctx.device == "cpu" and ctx.candidate.backend == "triton"
+        env = {"CTXKERNEL_RECORD_ONLY": "1"} if interpreted else None
+        try:
+            session, reply = ctx.aux(role, env=env)
+        except WorkerGone as gone:
+            return RungResult(self.name, None, False, {}, f"dump worker: {gone.reason}")
+        if reply.get("error"):
+            message = str((reply.get("error") or {}).get("message", ""))[:300]
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                f"the dump worker could not load the candidate: {message}",
+            )
+        if role not in ctx.aux_called:
+            shape = dump_shape(ctx) if interpreted else dict(max(ctx.shapes, key=_numel))
+            inputs = ctx.make_inputs(0, 0, shape=shape)
+            timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
+            record = ctx.call(inputs, timeout_s=timeout, session=session)
+            ctx.aux_called.add(role)
+            failure = call_failure(ctx, record)
+            if failure is not None:
+                return RungResult(
+                    self.name,
+                    None,
+                    False,
+                    {},
+                    f"the call before the dump failed: {failure[0]}",
+                )
+        request: dict[str, Any] = {"op": "artifacts", "target": target}
+        try:
+            if target and interpreted:
+                # launches recorded under the interpreter are compiled where it is off
+                launches = session.request(
+                    {"op": "artifacts", "launches_only": True}, [], 60.0, 1 << 24
+                ).header.get("launches")
+                session, reply = ctx.aux("aot", env={"TRITON_INTERPRET": "0"})
+                if reply.get("error"):
+                    message = str((reply.get("error") or {}).get("message", ""))[:300]
+                    return RungResult(
+                        self.name,
+                        None,
+                        False,
+                        {},
+                        f"the compile worker could not load the candidate: {message}",
+                    )
+                request["launches"] = launches or []
+            answer = session.request(request, [], 600.0, 1 << 28)
+        except WorkerGone as gone:
+            return RungResult(self.name, None, False, {}, f"collecting artefacts: {gone.reason}")
+        head = answer.header
+        if not head.get("ok"):
+            return RungResult(
+                self.name, None, False, {}, f"{str(head.get('harness_error'))[-300:]}"
+            )
+        files = [
+            (meta, bytes(answer.tensors[i].numpy().tobytes()))
+            for i, meta in enumerate(head.get("files") or [])
+            if i < len(answer.tensors)
+        ]
+        given = ctx.options.dump_dir
+        temporary = given is None
+        directory = (
+            Path(given) if given is not None else Path(tempfile.mkdtemp(prefix="ctxkernel-dump-"))
+        )
+        try:
+            summary = write_dump(
+                directory,
+                files,
+                ctx.candidate.backend,
+                expects_mma(ctx),
+                list(head.get("notes") or []),
+            )
+        finally:
+            if temporary:
+                shutil.rmtree(directory, ignore_errors=True)
+        if temporary:
+            summary["directory"] = None
+        reports = summary["reports"]
+        if not reports:
+            note = "; ".join(summary["notes"]) or "no artefacts"
+            return RungResult(self.name, None, False, {}, f"{note}", {"dump": summary})
+        metrics: dict[str, Any] = {
+            "kernels": summary["kernels"],
+            "versions": summary["versions"],
+            "max_registers": max((r.get("registers") or 0) for r in reports),
+            "spill_bytes": sum(
+                (r.get("spill_stores") or 0) + (r.get("spill_loads") or 0) for r in reports
+            ),
+            "sass": summary["sass"],
+        }
+        if target:
+            metrics["target"] = target
+        mma = sorted({f for r in reports for f in (r.get("sass") or {}).get("mma_forms", [])})
+        if mma:
+            metrics["mma"] = "/".join(mma[:3])
+        findings = summary["findings"]
+        reason = "; ".join(findings[:3]) if findings else "nothing an expert would flag"
+        if summary.get("directory"):
+            reason += f" (written to {summary['directory']})"
+        ctx.performance["dump"] = {
+            "directory": summary.get("directory"),
+            "findings": findings,
+            "mma": mma,
+            "kernels": [
+                {
+                    k: r.get(k)
+                    for k in (
+                        "kernel",
+                        "version",
+                        "registers",
+                        "shared_bytes",
+                        "local_bytes",
+                        "spill_stores",
+                    )
+                }
+                for r in reports[:8]
+            ],
+        }
+        return RungResult(self.name, True, self.gating, metrics, reason, {"dump": summary})

@@ -1,0 +1,145 @@
+"""The ``profile`` rung: Nsight Compute on the candidate's kernels (``--profile``).
+
+Not gating. ``ncu --clock-control none`` wraps a *separate* one-shot worker (never a timing
+one: a profiled process is slowed by replay and instrumentation) that loads the
+candidate, warms it up outside the NVTX range ``ctxkernel_candidate`` and calls it once
+inside it, so only the candidate's kernels of that call are profiled. Inputs are the
+first benchmark shape's, generated in that worker from a seed. The CSV (``--page raw``)
+becomes a short summary for the agent (``ncu.summarize``): DRAM and SM throughput
+percent, achieved occupancy, top stall reasons, L2 hit rate; its duration is compared
+with the benchmark's median when both exist. Skipped, with the reason, when there is no
+GPU, no ncu, no counter access, or a runner that cannot wrap a worker.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import ncu
+from ..verdict import RungResult
+from .benchmark import bench_shapes
+from .context import mix_seed, shape_label
+
+if TYPE_CHECKING:
+    from .context import LadderContext
+
+PROFILE_TIMEOUT_S = 420.0
+
+
+class ProfileRung:
+    name = "profile"
+    gating = False
+
+    def enabled(self, ctx: LadderContext) -> bool:
+        return bool(ctx.options.profile)
+
+    def run(self, ctx: LadderContext) -> RungResult:
+        if ctx.device != "cuda":
+            return RungResult(self.name, None, False, {}, "no GPU (ncu profiles CUDA kernels)")
+        if ctx.oneshot is None:
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                "this runner cannot wrap a worker in a profiler",
+            )
+        binary = ncu.find_ncu()
+        if binary is None:
+            return RungResult(self.name, None, False, {}, "ncu (Nsight Compute) not found on PATH")
+        shape = bench_shapes(ctx)[0]
+        tmp = Path(tempfile.mkdtemp(prefix="ctxkernel-ncu-"))
+        log = tmp / "ncu.csv"
+        request = {
+            "load": ctx.load_header(with_problem=True),
+            "shape": shape,
+            "seed": mix_seed(ctx.problem.public_seed(0), 3000, ctx.secret),
+            "warmup": 2,
+            "calls": 1,
+            "nvtx": ncu.NVTX_RANGE,
+        }
+        try:
+            outcome = ctx.oneshot(
+                request, ncu.command(binary, str(log)), PROFILE_TIMEOUT_S, tag="profile"
+            )
+            if not log.is_file() and Path(f"{log}.log").is_file():
+                log = Path(f"{log}.log")
+            text = log.read_text(errors="replace") if log.is_file() else ""
+            kept = None
+            if ctx.options.dump_dir:
+                dest = Path(ctx.options.dump_dir)
+                dest.mkdir(parents=True, exist_ok=True)
+                kept = dest / f"ncu-{_safe(shape_label(shape))}.csv"
+                if log.is_file():
+                    shutil.copyfile(log, kept)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        stderr = _read(outcome.get("stderr"))
+        details: dict[str, Any] = {
+            "returncode": outcome.get("returncode"),
+            "csv": str(kept) if kept else None,
+        }
+        if outcome.get("timed_out"):
+            return RungResult(
+                self.name,
+                None,
+                False,
+                {},
+                f"ncu ran past {PROFILE_TIMEOUT_S:g} s",
+                details,
+            )
+        profiles = ncu.parse_raw_csv(text)
+        if not profiles:
+            why = ncu.unavailable_reason(text + "\n" + stderr)
+            worker = outcome.get("result") or {}
+            if not why and worker and not worker.get("ok"):
+                why = f"the profiled worker failed: {str((worker.get('error') or {}).get('message', ''))[-300:]}"
+            details["log_tail"] = (text + stderr)[-2000:]
+            return RungResult(
+                self.name, None, False, {}, f"{why or 'ncu produced no rows'}", details
+            )
+        summary = ncu.summarize(profiles)
+        metrics: dict[str, Any] = {
+            k: summary[k]
+            for k in (
+                "duration_ms",
+                "dram_gbps",
+                "dram_pct",
+                "sm_pct",
+                "achieved_occupancy_pct",
+                "l2_hit_pct",
+                "kernels",
+            )
+            if k in summary
+        }
+        bench = next((r for r in ctx.bench_results if r.get("shape") == shape), None)
+        median = ((bench or {}).get("candidate") or {}).get("median_ms")
+        if median and summary.get("duration_ms"):
+            metrics["bench_vs_ncu"] = median / summary["duration_ms"]
+        details["summary"] = summary
+        ctx.performance["profile"] = {
+            "shape": shape_label(shape),
+            **{k: v for k, v in summary.items() if k != "per_kernel"},
+        }
+        return RungResult(
+            self.name,
+            True,
+            self.gating,
+            metrics,
+            f"{shape_label(shape)}: {ncu.sentence(summary)}",
+            details,
+        )
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:60]
+
+
+def _read(path: Any) -> str:
+    try:
+        return Path(path).read_text(errors="replace")[-20000:] if path else ""
+    except OSError:
+        return ""

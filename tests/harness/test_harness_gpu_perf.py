@@ -1,0 +1,70 @@
+"""Issue 5 on a CUDA GPU (marked ``gpu`` and ``slow``; ``bench/gpu_validate.sh`` runs the
+full acceptance list with the numbers): the benchmark and roofline rungs on a vector add,
+and a kernel hidden on a side stream timed with its real cost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cheatspec import EXAMPLES
+
+from harness.rungs.benchmark import BenchmarkRung
+from harness.rungs.compile import CompileRung
+from harness.rungs.ladder import Ladder
+from harness.runner import LocalRunner, RunOptions, check
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+N = 1 << 26
+
+
+def _bench_options(**more: object) -> RunOptions:
+    base = {
+        "device": "cuda",
+        "record": False,
+        "trials": 1,
+        "burst": 2,
+        "bench": True,
+        "bench_shapes": [{"n": N}],
+        "bench_budget_s": 1.0,
+    }
+    base.update(more)
+    return RunOptions(**base)  # type: ignore[arg-type]
+
+
+def test_vector_add_benchmark_and_roofline() -> None:
+    verdict = check(
+        EXAMPLES / "vector_add",
+        EXAMPLES / "vector_add" / "solution_triton.py",
+        _bench_options(shapes=[{"n": 4097}]),
+    )
+    assert verdict.ok, verdict.feedback()
+    rungs = {r.name: r for r in verdict.rungs}
+    bench = rungs["benchmark"]
+    assert bench.ok and bench.metrics["runs"] >= 10 and bench.metrics["l2"] == "flushed"
+    assert rungs["roofline"].ok and verdict.performance["pct_of_roofline"] > 50
+    assert "% of roofline" in verdict.feedback()
+
+
+def test_work_on_a_side_stream_is_timed_not_zero() -> None:
+    honest = check(
+        EXAMPLES / "vector_add",
+        EXAMPLES / "vector_add" / "solution_triton.py",
+        _bench_options(bench_reference=False, shapes=[{"n": 4097}]),
+        runner=LocalRunner(Ladder([CompileRung(), BenchmarkRung()])),
+    )
+    hidden = check(
+        EXAMPLES / "vector_add",
+        REPO / "bench" / "candidates" / "side_stream_add.py",
+        _bench_options(bench_reference=False, shapes=[{"n": 4097}], policy_scan=False),
+        runner=LocalRunner(Ladder([CompileRung(), BenchmarkRung()])),
+    )
+    assert honest.ok, honest.feedback()
+    rung = next(r for r in hidden.rungs if r.name == "benchmark")
+    assert rung.ok is False and "escaped the timed stream" in rung.reason
+    assert (
+        rung.metrics["median_ms"]
+        > 0.8 * next(r for r in honest.rungs if r.name == "benchmark").metrics["median_ms"]
+    )

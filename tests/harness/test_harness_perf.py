@@ -1,0 +1,749 @@
+"""Issue 5 on a CPU: benchmark statistics, the timing protocol on a simulated GPU clock,
+ceilings and the roofline, the physics floor, ncu CSV parsing, SASS/PTX analysis, the
+ahead-of-time ``--dump --target sm_90`` path for Triton, and the performance rungs
+reporting "skipped" without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+import torch
+from cheatspec import EXAMPLES, FIXTURES
+
+from harness import benchstats, ceilings, dumps, ncu, timing
+from harness.ceilings import Ceilings
+from harness.problem import load_problem
+from harness.runner import LocalRunner, RunOptions, check
+from harness.verdict import RungResult, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = Ceilings(
+    key="H200 test",
+    gpu="NVIDIA H200",
+    dram_gbps=4240.0,
+    tflops={"bf16": 786.0, "fp16": 780.0, "tf32": 390.0, "fp32": 51.0},
+    l2_bytes=60 << 20,
+)
+
+
+# -- statistics ----------------------------------------------------------------------------
+
+
+def test_median_ci_narrows_with_samples_and_converges() -> None:
+    rng = random.Random(1)
+    few = [1.0 + rng.gauss(0, 0.02) for _ in range(20)]
+    many = [1.0 + rng.gauss(0, 0.02) for _ in range(400)]
+    assert benchstats.relative_ci_halfwidth(many) < benchstats.relative_ci_halfwidth(few)
+    assert not benchstats.converged(few, rel_ci=0.001, min_runs=10)
+    assert benchstats.converged(many, rel_ci=0.01, min_runs=10)
+    lo, hi = benchstats.median_ci(many)
+    assert lo < benchstats.quantile(sorted(many), 0.5) < hi
+
+
+def test_summary_reports_median_min_iqr_and_runs() -> None:
+    summary = benchstats.summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert summary.median == 3.0 and summary.min == 1.0 and summary.runs == 5
+    assert summary.iqr == pytest.approx(2.0)  # q1 = 2, q3 = 4 (linear interpolation)
+    doc = summary.as_dict()
+    assert doc["median_ms"] == pytest.approx(3000.0) and doc["runs"] == 5
+
+
+def test_stop_rule_converges_on_quiet_samples_and_stops_on_budget_otherwise() -> None:
+    rule = benchstats.StopRule(rel_ci=0.01, min_runs=10, budget_s=5.0, check_every=5)
+    quiet = [1.0 + 0.001 * (i % 3) for i in range(10)]
+    assert rule.done(quiet, elapsed_s=0.1) == "converged"
+    rng = random.Random(2)
+    noisy = [rng.uniform(0.5, 1.5) for _ in range(10)]
+    assert rule.done(noisy, elapsed_s=0.1) is None
+    assert rule.done(noisy, elapsed_s=6.0) == "budget"
+    assert rule.done([1.0] * 2000, elapsed_s=0.0) == "max_runs"
+    assert benchstats.relative_difference(1.0, 1.02) == pytest.approx(0.02)
+
+
+# -- the timing protocol on a simulated GPU ------------------------------------------------
+
+
+class FakeGPU:
+    """A timeline: stream work advances the clock at once, side-stream work only when the
+    device is synchronised; events read the clock when recorded."""
+
+    def __init__(self) -> None:
+        self.now = 0.0  # ms
+        self.side = 0.0
+
+    def record(self, event: Any) -> None:
+        event.t = self.now
+
+    def sync(self) -> None:
+        self.now += self.side + 0.005  # side work, then the host wakes up
+        self.side = 0.0
+
+    def event(self, enable_timing: bool = True) -> Any:
+        return SimpleNamespace(t=None)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGPU:
+    gpu = FakeGPU()
+    monkeypatch.setattr(timing, "_Event", gpu.event)
+    monkeypatch.setattr(timing, "_record", gpu.record)
+    monkeypatch.setattr(timing, "_synchronize", gpu.sync)
+    monkeypatch.setattr(timing, "_event_synchronize", lambda event: None)
+    monkeypatch.setattr(timing, "_elapsed_time", lambda a, b: b.t - a.t)
+    monkeypatch.setattr(timing, "_perf_counter", lambda: gpu.now / 1e3)
+    original = timing.Bench._busy_ahead
+
+    def busy(self: timing.Bench, l2: str) -> None:
+        original(self, l2)
+        gpu.now += 0.09  # the flush
+
+    monkeypatch.setattr(timing.Bench, "_busy_ahead", busy)
+    monkeypatch.setattr(
+        timing.Bench, "_harness_kernel", lambda self, _: gpu.__setattr__("now", gpu.now + 0.002)
+    )
+    return gpu
+
+
+def _config(**rule: Any) -> timing.BenchConfig:
+    return timing.BenchConfig(
+        rule=benchstats.StopRule(**{"rel_ci": 0.01, "min_runs": 10, "budget_s": 1.0, **rule}),
+        keep_key=99,
+        keep_bytes=1 << 20,
+        calibrate=5,
+    )
+
+
+def test_timing_reports_kernel_time_and_keeps_a_keyed_sample(fake_gpu: FakeGPU) -> None:
+    bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+
+    def kernel(inputs: Any) -> torch.Tensor:
+        fake_gpu.now += 0.5
+        return inputs * 2
+
+    report, kept = bench.run(kernel, lambda i: torch.full((8,), float(i)), _config())
+    assert report["stop"] == "converged"
+    assert benchstats.summarize(report["events_ms"]).median == pytest.approx(0.5)
+    assert not timing.escape_findings(report)["escaped"]
+    assert report["l2"] == "flush" and report["flush_bytes"] == 1 << 16
+    assert kept and set(kept) <= set(report["indices"])
+    for index, out in kept.items():  # each kept output belongs to its own call's inputs
+        assert torch.equal(out, torch.full((8,), 2.0 * index))
+    again, _ = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16).run(
+        kernel, lambda i: torch.full((8,), float(i)), _config()
+    )
+    assert again["kept"] == report["kept"]  # the key, not the candidate, decides
+
+
+def test_work_left_on_a_side_stream_is_caught_and_timed(fake_gpu: FakeGPU) -> None:
+    bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+
+    def hides_work(inputs: Any) -> torch.Tensor:
+        fake_gpu.now += 0.001  # the stream sees almost nothing
+        fake_gpu.side += 0.75  # the real work runs on a side stream
+        return inputs
+
+    report, _ = bench.run(hides_work, lambda i: torch.ones(4), _config())
+    found = timing.escape_findings(report)
+    assert found["escaped"]
+    assert benchstats.summarize(report["events_ms"]).median < 0.01
+    assert benchstats.summarize(found["inclusive_ms"]).median == pytest.approx(0.751, abs=0.01)
+
+
+def test_keep_priority_is_a_stable_bottom_k() -> None:
+    kept = timing._Kept(key=5, budget=3 * 32)
+    for i in range(50):
+        kept.offer(i, torch.zeros(8))
+    expected = sorted(range(50), key=lambda i: timing.keep_priority(5, i))[:3]
+    assert sorted(kept.outputs()) == sorted(expected)
+    assert timing.bench_seed(1, 2) == timing.bench_seed(1, 2) != timing.bench_seed(1, 3)
+    assert timing.throttle_names(0x4 | 0x1) == ["gpu_idle", "sw_power_cap"]
+
+
+def test_input_sets_rotate_only_when_the_working_set_fits_in_l2() -> None:
+    from harness.benchworker import input_sets_for
+
+    l2 = 60 << 20
+    assert input_sets_for(3 << 30, l2) == 1
+    assert input_sets_for(40 << 20, l2) == 3
+    assert input_sets_for(1 << 10, l2) == 8
+
+
+def test_parent_verifies_timed_outputs_after_the_fact() -> None:
+    from harness.rungs.benchmark import _verify
+
+    problem = load_problem(EXAMPLES / "vector_add")
+    shape, key = {"n": 5000}, 7
+
+    class Session:
+        def __init__(self, corrupt: int | None) -> None:
+            self.corrupt = corrupt
+
+        def request(self, header: dict[str, Any], tensors: list[torch.Tensor], *_: Any) -> Any:
+            out, picks = [], []
+            for pick in header["picks"]:
+                x, y = problem.generate_input(timing.bench_seed(key, pick["index"]), shape, "cpu")
+                value = x + y
+                if pick["index"] == self.corrupt:
+                    value[123] += 1.0
+                picks.append({**pick, "t": len(out)})
+                out.append(value if pick["t"] is None else value[tensors[pick["t"]]])
+            return SimpleNamespace(header={"picks": picks}, tensors=out)
+
+    ctx = SimpleNamespace(problem=problem, device="cpu")
+    reply = {"report": {"kept": [3, 8, 11]}}
+    assert _verify(ctx, Session(None), reply, shape, key, random.Random(0)) is None  # type: ignore[arg-type]
+    message = _verify(ctx, Session(8), reply, shape, key, random.Random(0))  # type: ignore[arg-type]
+    assert message and "timed call returned a wrong result" in message and "call 8" in message
+
+
+# -- ceilings, roofline, physics floor -----------------------------------------------------
+
+
+def test_ceilings_cache_is_keyed_on_gpu_driver_and_clocks(tmp_path: Path) -> None:
+    identity = {"gpu": "NVIDIA H200", "driver": "580.159.04", "max_sm_clock_mhz": 1980}
+    key = ceilings.cache_key(identity)
+    assert key != ceilings.cache_key({**identity, "driver": "590.1"})
+    assert key != ceilings.cache_key({**identity, "max_sm_clock_mhz": 1755})
+    file = tmp_path / "ceilings.json"
+    assert ceilings.load_cached(key, file) is None
+    stored = Ceilings(key=key, gpu="NVIDIA H200", dram_gbps=4240.0, tflops={"bf16": 786.0})
+    ceilings.store(stored, file)
+    assert ceilings.load_cached(key, file) == stored
+    assert ceilings.load_cached(ceilings.cache_key({**identity, "driver": "x"}), file) is None
+    assert ceilings.cache_file().parent.name == "cache"  # CTXKERNEL_HOME/cache in tests
+
+
+def test_roofline_of_a_copy_like_and_a_matmul_kernel() -> None:
+    n = 1 << 28
+    add = ceilings.roofline(0.80e-3, float(n), 12.0 * n, H200, "fp32")
+    assert add.bound == "memory"
+    assert add.achieved_gbps == pytest.approx(12.0 * n / 0.80e-3 / 1e9)
+    assert add.pct == pytest.approx(100 * (12.0 * n / 4240e9) / 0.80e-3)
+    assert "of roofline (memory-bound" in add.sentence()
+    m = 8192
+    mm = ceilings.roofline(2.0e-3, 2.0 * m**3, 6.0 * m * m, H200, "bf16")
+    assert mm.bound == "compute" and mm.achieved_tflops == pytest.approx(2.0 * m**3 / 2e-3 / 1e12)
+    assert 60 < mm.pct < 80
+
+
+def test_physics_floor_and_the_bytes_that_can_stay_in_l2() -> None:
+    n = 1 << 28
+    floor, why = ceilings.physics_floor(float(n), 12.0 * n, H200, "fp32")
+    assert floor == pytest.approx(12.0 * n / (4240e9 * ceilings.BANDWIDTH_MARGIN))
+    assert "GB/s" in why
+    assert ceilings.floor_bytes(100.0, 40.0, 60 << 20, flushed=True) == 60.0
+    assert ceilings.floor_bytes(100e6, 40e6, 60 << 20, flushed=False) == 0.0
+    floor_mm, why_mm = ceilings.physics_floor(2.0 * 8192**3, 0.0, H200, "bf16")
+    assert "TFLOP/s" in why_mm and floor_mm == pytest.approx(2.0 * 8192**3 / (786e12 * 1.5))
+
+
+def test_roofline_rung_fails_an_impossible_time_and_flags_big_speedups() -> None:
+    from harness.rungs.roofline import analyse
+
+    problem = load_problem(EXAMPLES / "vector_add")
+    ctx = SimpleNamespace(problem=problem, options=RunOptions())
+    n = 1 << 28
+    base = {
+        "label": f"n={n}",
+        "shape": {"n": n},
+        "flushed": True,
+        "output_bytes": 4 * n,
+        "input_bytes": 8 * n,
+        "outputs": [{"dtype": "float32"}],
+    }
+    honest = analyse(ctx, {**base, "candidate": {"median_ms": 0.78}, "speedup": 1.1}, H200)  # type: ignore[arg-type]
+    assert "exploit" not in honest and 90 < honest["metrics"]["pct_of_roofline"] < 100
+    fast = analyse(ctx, {**base, "candidate": {"median_ms": 0.01}, "speedup": 80.0}, H200)  # type: ignore[arg-type]
+    assert fast["exploit"].startswith("timing exploit")
+    assert "80.0x faster than the reference" in fast["review"][0]
+
+
+def test_verdict_carries_performance_and_feedback_names_the_roofline() -> None:
+    rung = RungResult(
+        "roofline", True, True, {"pct_of_roofline": 91.5}, "n=268435456: 91.5% of roofline"
+    )
+    verdict = Verdict(
+        ok=True,
+        problem="vector_add",
+        problem_format="native",
+        candidate="c.py",
+        backend="triton",
+        device="cuda",
+        interpreter=False,
+        rungs=[rung, RungResult("profile", None, False, {}, "ncu not found")],
+        performance={
+            "pct_of_roofline": 91.5,
+            "roofline": "91.5% of roofline (memory-bound)",
+            "shape": "n=1",
+        },
+    )
+    doc = verdict.to_json()
+    assert doc["performance"]["pct_of_roofline"] == 91.5
+    assert Verdict.from_json(doc).performance == verdict.performance
+    text = verdict.feedback()
+    assert "91.5% of roofline" in text and "[profile] skipped" in text
+    assert verdict.ok and verdict.failed_rung is None
+
+
+# -- ncu ---------------------------------------------------------------------------------
+
+
+def test_ncu_raw_csv_parses_into_a_summary() -> None:
+    text = (FIXTURES / "ncu" / "synthetic_two_kernels.csv").read_text()
+    profiles = ncu.parse_raw_csv(text)
+    assert [p.name.split("(")[0] for p in profiles] == [
+        "add_kernel",
+        "void at::native::reduce_kernel<512, 1>",
+    ]
+    assert profiles[0].duration_s == pytest.approx(745632e-9)
+    assert profiles[0].values["dram__bytes.sum"] == pytest.approx(3221504000)
+    summary = ncu.summarize(profiles)
+    assert summary["kernels"] == 2
+    assert summary["duration_ms"] == pytest.approx((745632 + 4368) * 1e-6)
+    assert 90 < summary["dram_pct"] < 91.52  # duration-weighted
+    assert summary["top_stalls"][0]["reason"] == "long_scoreboard"
+    assert "selected" not in [s["reason"] for s in summary["top_stalls"]]
+    line = ncu.sentence(summary)
+    assert "DRAM" in line and "long_scoreboard" in line
+
+
+@pytest.mark.parametrize(
+    ("log", "words"),
+    [
+        ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "permission"),
+        ("==ERROR== Failed to initialize the profiler: LibraryNotLoaded", "counters"),
+        ("==PROF== No kernels were profiled.", "no kernel"),
+        ("==PROF== Connected", None),
+    ],
+)
+def test_ncu_says_why_it_could_not_profile(log: str, words: str | None) -> None:
+    reason = ncu.unavailable_reason(log)
+    assert (reason is None) if words is None else (words in (reason or ""))
+
+
+def test_ncu_command_profiles_only_the_candidate_range() -> None:
+    cmd = ncu.command("ncu", "/tmp/x.csv")
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert (
+        "ctxkernel_candidate/" in cmd and "--csv" in cmd and cmd[cmd.index("--page") + 1] == "raw"
+    )
+    assert {"SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats"} <= set(cmd)
+
+
+# -- SASS / PTX analysis ------------------------------------------------------------------
+
+SASS = """
+        Function : matmul_kernel
+        /*0100*/                   LDG.E.U16 R4, desc[UR6][R2.64] ;
+        /*0110*/                   LDG.E.U16 R5, desc[UR6][R2.64+0x2] ;
+        /*0120*/                   HMMA.16816.F32.BF16 R8, R12, R16, R8 ;
+        /*0130*/                   STL [R1], R8 ;
+        /*0140*/                   LDL R9, [R1] ;
+        /*0150*/               @P0 STG.E.128 desc[UR6][R6.64], R8 ;
+"""
+
+
+def test_sass_counts_and_expert_findings() -> None:
+    counts = dumps.count_sass(SASS)
+    assert counts["HMMA"] == 1 and counts["HGMMA"] == 0
+    assert counts["LDL"] == 1 and counts["STL"] == 1
+    assert counts["global_loads"] == {"16": 2} and counts["global_stores"] == {"128": 1}
+    report = dumps.KernelReport(
+        "matmul_kernel", "v1", "triton", ".", sass=counts, spill_stores=8, spill_loads=8
+    )
+    found = " | ".join(dumps.findings_for(report, expect_mma=True, arch=90))
+    assert (
+        "without HGMMA/WGMMA" in found
+        and "LDL" in found
+        and "narrow" in found
+        and "spills" in found
+    )
+    assert dumps.split_functions(SASS).keys() == {"matmul_kernel"}
+
+
+def test_resource_reports_parse() -> None:
+    usage = dumps.parse_res_usage(
+        "Resource usage:\n Common:\n  GLOBAL:0\n Function add_kernel:\n  REG:26 STACK:0 SHARED:0 LOCAL:8 CONSTANT[0]:576 TEXTURE:0\n"
+    )
+    assert usage["add_kernel"]["REG"] == 26 and usage["add_kernel"]["LOCAL"] == 8
+    entries = dumps.parse_ptxas(
+        "ptxas info    : Compiling entry function 'add_kernel' for 'sm_90a'\n"
+        "ptxas info    : Function properties for add_kernel\n"
+        "    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 0 barriers, 1024 bytes smem\n"
+    )
+    assert entries["add_kernel"] == {
+        "stack": 16,
+        "spill_stores": 8,
+        "spill_loads": 4,
+        "registers": 40,
+        "smem": 1024,
+    }
+
+
+# -- the ladder on a CPU -------------------------------------------------------------------
+
+
+def _opts(**more: Any) -> RunOptions:
+    return RunOptions(device="cpu", trials=1, burst=2, record=False, timeout_s=120.0, **more)
+
+
+@pytest.fixture(scope="module")
+def aot_verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Verdict, Path]]:
+    """Two CPU checks with ``--dump DIR --target sm_90`` (and --bench/--profile, which must
+    report skipped), run once for the tests below."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = {
+        "vector_add": (
+            EXAMPLES / "vector_add",
+            EXAMPLES / "vector_add" / "solution_triton.py",
+            [{"n": 4096}],
+        ),
+        "matmul": (
+            FIXTURES / "matmul_bf16_small",
+            EXAMPLES / "matmul_bf16" / "solution_triton_wgmma.py",
+            [{"m": 32, "k": 64, "n": 48}],
+        ),
+    }
+
+    def one(name: str) -> tuple[Verdict, Path]:
+        problem, candidate, shapes = jobs[name]
+        out = tmp_path_factory.mktemp(f"dump-{name}")
+        options = _opts(shapes=shapes, dump_dir=out, target="sm_90", bench=True, profile=True)
+        return check(problem, candidate, options, runner=LocalRunner()), out
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(one, name) for name in jobs}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_aot_dump_for_sm90_on_a_cpu_vector_add(
+    aot_verdicts: dict[str, tuple[Verdict, Path]],
+) -> None:
+    verdict, out = aot_verdicts["vector_add"]
+    assert verdict.ok, verdict.feedback()
+    rungs = {r.name: r for r in verdict.rungs}
+    assert rungs["dumps"].ok is True, rungs["dumps"].reason
+    assert rungs["dumps"].metrics["target"] == "sm_90"
+    ptx = next(out.rglob("add_kernel.ptx")).read_text()
+    assert ".target sm_90a" in ptx
+    assert "ld.global.v4.b32" in ptx  # the JIT's divisibility-by-16 hints made it through
+    report = json.loads((out / "report.json").read_text())
+    kernel = report["reports"][0]
+    assert kernel["registers"] and kernel["spill_stores"] == 0
+    for name in ("ttir", "ttgir", "llir", "cubin"):
+        assert next(out.rglob(f"add_kernel.{name}"), None) is not None, name
+    if dumps.find_tools("cuobjdump"):
+        sass = next(out.rglob("add_kernel.sass")).read_text()
+        assert "LDG.E.128" in sass
+        assert kernel["sass"]["global_loads"].get("128")
+    for name in ("benchmark", "roofline", "profile"):
+        assert rungs[name].ok is None and rungs[name].gating is False
+    assert "no GPU" in rungs["benchmark"].reason and "no GPU" in rungs["profile"].reason
+
+
+def test_aot_dump_shows_warpgroup_mma_for_a_hopper_sized_matmul(
+    aot_verdicts: dict[str, tuple[Verdict, Path]],
+) -> None:
+    verdict, out = aot_verdicts["matmul"]
+    assert verdict.ok, verdict.feedback()
+    ptx = next(out.rglob("matmul_kernel.ptx")).read_text()
+    assert "wgmma.mma_async" in ptx
+    meta = json.loads(next(out.rglob("matmul_kernel.json")).read_text())
+    assert meta["num_warps"] == 8 and meta["target"] == "sm_90"
+    assert meta["constexprs"]  # BM, BN, BK... as the JIT bound them on the bench shape
+    if dumps.find_tools("cuobjdump"):
+        assert "HGMMA" in next(out.rglob("matmul_kernel.sass")).read_text()
+        assert "HGMMA" in str(verdict.performance["dump"]["mma"])
+
+
+def test_cli_perf_flags(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "check",
+        str(EXAMPLES / "vector_add"),
+        str(EXAMPLES / "vector_add" / "solution_triton.py"),
+    ]
+    bad = subprocess.run(
+        [*cmd, "--target", "gfx942x"], capture_output=True, text=True, cwd=REPO, check=False
+    )
+    assert bad.returncode == 2 and "--target" in bad.stderr
+    from harness.cli import perf_run_options
+
+    opts = perf_run_options(
+        {
+            "bench": True,
+            "bench_graph": True,
+            "dump_dir": tmp_path,
+            "target": "sm_90",
+            "profile": False,
+        }
+    )
+    assert opts == {
+        "bench": True,
+        "bench_mode": "graph",
+        "dump_dir": tmp_path,
+        "target": "sm_90",
+        "profile": False,
+    }
+    help_text = subprocess.run(
+        [*cmd[:4], "--help"], capture_output=True, text=True, cwd=REPO, check=False
+    ).stdout
+    for flag in ("--bench", "--dump", "--target", "--profile", "--compile-ref", "--l2", "--graph"):
+        assert flag in help_text
+
+
+CUTE_COUNT = r"""
+import sys, torch
+from harness.backends.cutedsl import CuteDSLBackend
+counter = CuteDSLBackend().prepare_worker("cpu")
+from harness.guards import install_audit_guard
+import os
+guard = install_audit_guard(os.getcwd())  # compiles run with the guards on, as in a worker
+sys.path.insert(0, sys.argv[1])
+import solution_cutedsl as s
+import cutlass, cuda.bindings.driver as cuda
+x = torch.randn(4097); y = torch.randn(4097); o = torch.empty(4097)
+args = (s._view(x, 16), s._view(y, 16), s._view(o, 16), cutlass.Int32(4097))
+guard.activate()
+compiled = s.cute.compile(s.vector_add, *args, cuda.CUstream(0))
+try:
+    compiled(*args, cuda.CUstream(0))  # no GPU: fails after the launch was counted
+except Exception:
+    pass
+guard.deactivate()
+print("VIOLATIONS", [v.message for v in guard.take_violations()])
+from harness.artifacts import CAPTURED_CUTE
+import os
+dumped = sorted(os.listdir(os.environ["CUTE_DSL_DUMP_DIR"]))
+ptx = CAPTURED_CUTE[0].__ptx__ or ""
+print("COUNT", counter.count, "CAPTURED", len(CAPTURED_CUTE), "V4", "ld.global.v4" in ptx)
+print("DUMPED", " ".join(dumped))
+"""
+
+
+def test_cutedsl_example_compiles_for_sm90a_and_launches_are_counted(tmp_path: Path) -> None:
+    pytest.importorskip("cutlass.cute")
+    env = {
+        "CUTE_DSL_ARCH": "sm_90a",
+        "CTXKERNEL_DUMP": "1",
+        "TMPDIR": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(REPO),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CUTE_COUNT, str(EXAMPLES / "vector_add")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("COUNT")), "")
+    assert line, proc.stdout[-2000:] + proc.stderr[-2000:]
+    words = line.split()
+    assert int(words[1]) >= 1 and int(words[3]) >= 1 and words[5] == "True"
+    assert "VIOLATIONS []" in proc.stdout, proc.stdout
+    dumped = next(x for x in proc.stdout.splitlines() if x.startswith("DUMPED")).split()[1:]
+    assert {name.rsplit(".", 1)[-1] for name in dumped} >= {"mlir", "ptx", "cubin"}
+
+
+FAKE_NCU = r"""#!/usr/bin/env python3
+# stands in for ncu: writes a recorded CSV to --log-file, then runs the wrapped command
+import shutil, subprocess, sys
+args = sys.argv[1:]
+log = args[args.index("--log-file") + 1]
+shutil.copyfile("@CSV@", log)
+i = 0
+while i < len(args) and args[i].startswith("--"):
+    i += 1 if args[i] in ("--nvtx", "--csv") else 2
+sys.exit(subprocess.call(args[i:]))
+"""
+
+
+def test_profile_rung_wraps_a_separate_worker_and_parses_its_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.rungs.ladder import Ladder
+    from harness.rungs.profile import ProfileRung
+
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU.replace("@CSV@", str(FIXTURES / "ncu" / "synthetic_two_kernels.csv")))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+
+    class PretendGPU:  # the parent believes in a GPU; the profiled worker runs on the CPU
+        name, gating = "pretend", False
+
+        def run(self, ctx: Any) -> RungResult:
+            ctx.device = "cuda"
+            return RungResult(self.name, True, False)
+
+    options = _opts(
+        shapes=[{"n": 1000}], bench_shapes=[{"n": 1000}], profile=True, dump_dir=tmp_path / "d"
+    )
+    verdict = check(
+        EXAMPLES / "vector_add",
+        EXAMPLES / "vector_add" / "solution_triton.py",
+        options,
+        runner=LocalRunner(Ladder([PretendGPU(), ProfileRung()])),
+    )
+    rung = next(r for r in verdict.rungs if r.name == "profile")
+    assert rung.ok is True, rung.reason
+    assert rung.metrics["kernels"] == 2 and 90 < rung.metrics["dram_pct"] < 92
+    assert "long_scoreboard" in rung.reason
+    assert (tmp_path / "d" / "ncu-n_1000.csv").is_file()
+    assert verdict.performance["profile"]["kernels"] == 2
+
+
+def test_worker_bench_request_glue_on_a_simulated_gpu(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench`` and ``bench_sample`` as the worker answers them: inputs generated from the
+    key's seeds, the warm-up under the op recorder, kept outputs sampled on request."""
+    from harness import benchworker
+    from harness.guards import OpRecorder
+    from harness.worker import Worker
+
+    monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
+    worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
+    worker.device = "cuda"  # the simulated GPU stands in; tensors stay on the CPU
+    worker.problem = load_problem(EXAMPLES / "vector_add")
+    worker.recorder = OpRecorder()
+    worker.forbidden_aten = {"aten::add"}
+    worker.entry = lambda inputs: inputs[0] + inputs[1]  # uses the forbidden op
+    worker.bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+    header = {
+        "op": "bench",
+        "shape": {"n": 3000},
+        "key": 11,
+        "keep_key": 5,
+        "keep_bytes": 1 << 20,
+        "rule": {"rel_ci": 0.01, "min_runs": 10, "budget_s": 1.0},
+        "l2": "flush",
+    }
+    reply, _ = benchworker.handle_bench(worker, header, [])
+    assert reply["ok"], reply
+    assert reply["input_bytes"] == 2 * 3000 * 4 and reply["output_bytes"] == 3000 * 4
+    assert reply["outputs"] == [{"dtype": "float32", "shape": [3000]}]
+    assert any(
+        "forbidden library op aten::add while being benchmarked" in i["message"]
+        for i in reply["integrity"]
+    )
+    kept = reply["report"]["kept"]
+    idx = torch.tensor([0, 17, 2999])
+    answer, tensors = benchworker.handle_sample(
+        worker,
+        {
+            "picks": [{"index": kept[0], "leaf": 0, "t": 0}, {"index": -5, "leaf": 0, "t": None}],
+            "release": True,
+        },
+        [idx],
+    )
+    x, y = worker.problem.generate_input(timing.bench_seed(11, kept[0]), {"n": 3000}, "cpu")
+    assert torch.equal(tensors[answer["picks"][0]["t"]], (x + y)[idx])
+    assert answer["picks"][1]["missing"] and worker.kept == {}
+
+
+def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's side (requests, re-checks, reference timing, ceilings, roofline) against
+    workers answering in-process on the simulated clock."""
+    from harness import benchworker
+    from harness.candidate import load_candidate
+    from harness.guards import OpRecorder
+    from harness.rungs.benchmark import BenchmarkRung
+    from harness.rungs.context import LadderContext
+    from harness.rungs.roofline import RooflineRung
+    from harness.runner import Reply
+    from harness.worker import Worker
+
+    monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
+    problem = load_problem(EXAMPLES / "vector_add")
+    generate = problem.generate
+    problem.generate = lambda seed, shape, device: generate(seed, shape, "cpu")  # type: ignore[method-assign]
+    candidate = load_candidate(EXAMPLES / "vector_add" / "solution_triton.py", problem)
+    measured = {
+        "identity": {"gpu": "Simulated", "l2_bytes": 1 << 20},
+        "dram_gbps": 100.0,
+        "tflops": {"fp32": 10.0},
+    }
+
+    class Session:
+        def __init__(self, role: str) -> None:
+            self.worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
+            self.worker.device = "cuda"
+            self.worker.subject = "reference" if role.startswith("reference") else "candidate"
+            self.worker.problem = problem
+            self.worker.recorder = OpRecorder()
+            self.worker.bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+            slow = 0.2 if self.worker.subject == "reference" else 0.1
+
+            def kernel(inputs: Any) -> torch.Tensor:
+                fake_gpu.now += slow
+                return torch.add(inputs[0], inputs[1])
+
+            self.worker.entry = kernel
+            monkeypatch.setattr(benchworker, "_reference_call", lambda w, shape: kernel)
+
+        def request(self, header: dict[str, Any], tensors: Any, *_: Any) -> Reply:
+            op = header["op"]
+            if op == "load":
+                return Reply({"ok": True, "op": "load", "env": {}})
+            if op == "identity":
+                return Reply({"ok": True, "identity": measured["identity"]})
+            if op == "ceilings":
+                return Reply({"ok": True, "result": measured})
+            if op == "bye":
+                return Reply({"ok": True, "integrity": []})
+            answer, out = self.worker.extra(op, header, list(tensors))
+            return Reply(answer, out)
+
+        def close(self) -> dict[str, Any]:
+            return {"integrity": []}
+
+        logs: ClassVar[dict[str, Path]] = {}
+
+    options = RunOptions(
+        device="cuda", bench=True, bench_shapes=[{"n": 1 << 16}], bench_budget_s=1.0
+    )
+    ctx = LadderContext(problem, candidate, options, "cuda", lambda tag="", env=None: Session(tag))
+    bench = BenchmarkRung().run(ctx)
+    assert bench.ok, bench.reason
+    assert bench.metrics["median_ms"] == pytest.approx(0.1) and bench.metrics["runs"] >= 10
+    assert bench.metrics["speedup"] == pytest.approx(2.0) and bench.metrics["l2"] == "flushed"
+    assert "L2 flushed" in bench.reason
+    roof = RooflineRung().run(ctx)
+    assert roof.ok, roof.reason
+    expected = 100 * (12.0 * (1 << 16) / 100e9) / 0.1e-3  # bytes at 100 GB/s over 0.1 ms
+    assert roof.metrics["pct_of_roofline"] == pytest.approx(expected, rel=1e-3)
+    assert ctx.performance["pct_of_roofline"] == roof.metrics["pct_of_roofline"]
+    assert ceilings.load_cached(ceilings.cache_key(measured["identity"])) is not None  # cached
+
+
+def test_ncu_log_recorded_on_an_h200_parses() -> None:
+    """Regression: the log ``bench/gpu_validate.sh`` recorded (2026-11-30, H200, ncu
+    2025.3.1) -- a clock warning first, NVTX columns, thousands separators."""
+    text = (FIXTURES / "ncu" / "h200_vector_add_raw.csv").read_text()
+    profiles = ncu.parse_raw_csv(text)
+    assert [p.name for p in profiles] == ["add_kernel"]
+    summary = ncu.summarize(profiles)
+    assert summary["duration_ms"] == pytest.approx(0.734304)
+    assert summary["dram_gbps"] == pytest.approx(4364.4, rel=1e-3)
+    assert 90 < summary["dram_pct"] < 91 and summary["l2_hit_pct"] == pytest.approx(34.42)
+    assert summary["achieved_occupancy_pct"] == pytest.approx(84.73)
+    assert summary["top_stalls"][0]["reason"] == "long_scoreboard"
