@@ -101,6 +101,8 @@ class Corpus:
     doc_url: str = ""  # "{url}{anchor}" for documentation pages
     max_file_bytes: int = 4_000_000
     max_lines: int = 120
+    min_lines: int = 12  # smaller neighbouring pieces are joined (chunkers/coalesce.py)
+    target_lines: int = 48  # ... up to about this many lines
     definition: Path | None = None
 
     def wants(self, path: str) -> bool:
@@ -197,6 +199,7 @@ class Hit:
             "rank": self.rank,
             "via": self.via,
             "symbol": c.symbol,
+            "defines": list(c.defines),
             "title": c.title,
             "language": c.language,
             "kind": c.kind,
@@ -337,6 +340,8 @@ def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
         doc_url=str(links.get("doc", "")),
         max_file_bytes=int(limits.get("max_file_bytes", 4_000_000)),
         max_lines=int(limits.get("max_lines", 120)),
+        min_lines=int(limits.get("min_lines", 12)),
+        target_lines=int(limits.get("target_lines", 48)),
         definition=file,
     )
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import chunkers
+from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
 from .embed import Embedder, embed_text, reuse_key
 from .embedcache import EmbeddingCache
@@ -99,6 +100,7 @@ def chunk_file(
         pieces = chunkers.get_chunker(name)(text, f.path, corpus.max_lines)
     except Exception:  # a chunker bug must not lose the file: fall back to line windows
         pieces = chunkers.get_chunker("lines")(text, f.path, corpus.max_lines)
+    pieces = coalesce(pieces, corpus.min_lines, max(corpus.min_lines, corpus.target_lines))
     lines = text.splitlines()
     language = language_for(f.path)
     kind = corpus.kind_for(f.path)

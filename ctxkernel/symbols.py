@@ -56,8 +56,15 @@ def candidates(topic: str) -> list[tuple[str, str, int]]:
     return out
 
 
+_CODE = frozenset({"python", "cpp", "cuda"})
+
+
 def _defines_itself(chunk: Chunk, name: str) -> bool:
-    """The chunk *is* the definition: its symbol or title ends with the name."""
+    """The chunk *is* the definition: code that defines the name (the lookup already
+    found it among the chunk's defined names), or a section whose symbol or title ends
+    with it — not an index page that lists it."""
+    if chunk.language in _CODE:
+        return True
     last = _LAST.split(chunk.symbol)[-1].strip() if chunk.symbol else ""
     lname = name.lower()
     if last.lower() in (lname, lname.rsplit(".", 1)[-1]) or chunk.symbol.lower().endswith(lname):

@@ -115,6 +115,12 @@ def _unit_pieces(ctx: _Ctx, node: _DefNode, start: int, end: int, prefix: str) -
     doc = clip(ast.get_docstring(node) or "", DOC_CHARS)
     whole = Piece(start, end, symbol=qual, title=title, doc=doc, defines=(node.name,))
     if end - start + 1 <= ctx.max_lines:
+        if isinstance(node, ast.ClassDef):
+            # a class kept whole defines its methods too: `partition_S` finds `ThrCopy`
+            methods = tuple(
+                st.name for st in node.body if isinstance(st, _DefNode) and st.name != node.name
+            )
+            whole = replace(whole, defines=(node.name, *dict.fromkeys(methods)))
         return [whole]
     if isinstance(node, ast.ClassDef):
         return _class_pieces(ctx, node, whole)

@@ -108,6 +108,9 @@ exclude = ["**/*.log"]
 [kinds]
 "docs/**" = "doc"
 "src/examples/**" = "example"
+
+[limits]
+min_lines = {min_lines}
 """
 
 
@@ -148,12 +151,16 @@ def upstream(tmp_path: Path) -> Repo:
     return r
 
 
-def define_corpus(home: Path, name: str, url: str) -> Path:
-    """Drop a corpus definition into the user corpora dir (CTXKERNEL_HOME/corpora)."""
+def define_corpus(home: Path, name: str, url: str, min_lines: int = 1) -> Path:
+    """Drop a corpus definition into the user corpora dir (CTXKERNEL_HOME/corpora).
+
+    ``min_lines`` 1 keeps every structural piece its own chunk (the tests name them);
+    the built-in corpora join small neighbours (see chunkers/coalesce.py).
+    """
     folder = home / "corpora"
     folder.mkdir(parents=True, exist_ok=True)
     file = folder / f"{name}.toml"
-    file.write_text(CORPUS_TOML.format(name=name, url=url))
+    file.write_text(CORPUS_TOML.format(name=name, url=url, min_lines=min_lines))
     return file
 
 

@@ -24,12 +24,12 @@ def test_index_then_paraphrased_query_finds_planted_chunk(
 ) -> None:
     report = ws.index(demo_corpus)
     assert report.files_total == 3 and report.files_changed == 3
-    assert report.chunks_total > 4
+    assert report.chunks_total >= 3  # kernels.py, copy.hpp, guide.md: at least one chunk each
     assert report.embedded > 0
     hits = ws.search(
         "avoid bank conflicts when reading columns of a tile in shared memory", k=5
     ).hits
-    assert hits[0].chunk.symbol == "planted_swizzle_shared_memory_banks"
+    assert "planted_swizzle_shared_memory_banks" in hits[0].chunk.defines
     top = hits[0].chunk
     assert top.path == "src/kernels.py"
     assert top.url.startswith("https://example.invalid/blob/" + upstream.repo.head.commit.hexsha)
@@ -219,3 +219,20 @@ def test_search_on_an_emptied_corpus_answers_nothing(
     assert report.files_removed == 3 and report.chunks_total == 0
     for mode in ("hybrid", "lexical", "dense"):
         assert ws.search("softmax", corpora=[demo_corpus], mode=mode).hits == []
+
+
+def test_small_pieces_are_joined_when_the_corpus_asks(isolated_home: Path, upstream: Repo) -> None:
+    """With the built-in default (min_lines 12) the demo's short functions share a chunk."""
+    from .conftest import define_corpus
+
+    define_corpus(isolated_home, "joined", str(upstream.path), min_lines=12)
+    ws = Workspace()
+    ws.index("joined")
+    cache = ws.store.cache("joined")
+    kernels = cache.chunks_of_file("src/kernels.py")
+    assert len(kernels) == 1
+    assert {"planted_swizzle_shared_memory_banks", "softmax_rows", "RingBuffer"} <= set(
+        kernels[0].defines
+    )
+    hit = ws.search("softmax_rows", corpora=["joined"], k=1).hits[0]
+    assert hit.chunk.path == "src/kernels.py"
