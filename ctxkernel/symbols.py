@@ -91,6 +91,7 @@ def rank(
         # that merely mentions the full name (an API index page)
         key = (
             0 if _defines_itself(chunk, looked_up) else 1,
+            0 if chunk.language in _CODE else 1,  # the API's own definition before a guide about it
             priority,
             0 if not fragments or any(f in chunk.path for f in fragments) else 1,
             0 if exact else 1,

@@ -17,6 +17,7 @@ from .base import Piece
 MIN_LINES = 12
 TARGET_LINES = 48
 MAX_GAP = 2  # blank lines allowed between joined pieces
+TINY_LINES = 3  # a piece this small (a label, a stray line) joins what follows, whatever its size
 
 
 def _container(symbol: str) -> str:
@@ -68,8 +69,11 @@ def coalesce(
         small = p.text is None and size < min_lines
         if group:
             span = p.end_line - group[0].start_line + 1
+            lone_tiny = (
+                len(group) == 1 and group[0].end_line - group[0].start_line + 1 <= TINY_LINES
+            )
             joinable = (
-                small
+                (small or (lone_tiny and p.text is None))
                 and p.start_line - group[-1].end_line - 1 <= MAX_GAP
                 and span <= target_lines
                 and _container(p.symbol) == _container(group[0].symbol)

@@ -51,3 +51,17 @@ def test_a_class_kept_whole_defines_its_methods() -> None:
     text = "class ThrCopy:\n    '''A thread's slice.'''\n\n    def partition_S(self, t):\n        return t\n\n    def partition_D(self, t):\n        return t\n"
     (piece,) = get_chunker("python")(text, "atom.py", 120)
     assert piece.defines == ("ThrCopy", "partition_S", "partition_D")
+
+
+def test_a_tiny_piece_joins_the_larger_one_after_it() -> None:
+    label = Piece(1, 2, symbol="", title=".. _aot:")
+    section = Piece(
+        4,
+        23,
+        symbol="Ahead-of-Time (AOT) Compilation",
+        title="Ahead-of-Time (AOT) Compilation",
+        defines=(),
+    )
+    (joined,) = coalesce([label, section])
+    assert (joined.start_line, joined.end_line) == (1, 23)
+    assert joined.title == "Ahead-of-Time (AOT) Compilation"
