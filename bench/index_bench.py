@@ -54,7 +54,13 @@ SEARCH_QUERIES = [
     "num_warps num_stages",
     "ldmatrix",
 ]
-GREP_PATTERNS = [r"make_tiled_copy", r"def do_bench", r"mbarrier\.try_wait", r"cp\.async\.bulk", r"class \w+Layout"]
+GREP_PATTERNS = [
+    r"make_tiled_copy",
+    r"def do_bench",
+    r"mbarrier\.try_wait",
+    r"cp\.async\.bulk",
+    r"class \w+Layout",
+]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -141,15 +147,30 @@ def bench_search(rounds: int = 3) -> dict[str, Any]:
                 t = time.perf_counter()
                 ws.search(q, k=10, mode=mode)
                 times.append((time.perf_counter() - t) * 1000)
-        result[mode] = {"p50_ms": round(pct(times, 0.5), 1), "p95_ms": round(pct(times, 0.95), 1), "n": len(times)}
+        result[mode] = {
+            "p50_ms": round(pct(times, 0.5), 1),
+            "p95_ms": round(pct(times, 0.95), 1),
+            "n": len(times),
+        }
     docs_times = []
-    for topic in ("tl.dot", "make_tiled_copy", "wgmma.mma_async", "cute.make_layout", "triton.testing.do_bench", ".reqntid"):
+    for topic in (
+        "tl.dot",
+        "make_tiled_copy",
+        "wgmma.mma_async",
+        "cute.make_layout",
+        "triton.testing.do_bench",
+        ".reqntid",
+    ):
         ws.docs(topic)
         for _ in range(5):
             t = time.perf_counter()
             ws.docs(topic)
             docs_times.append((time.perf_counter() - t) * 1000)
-    result["docs_exact"] = {"p50_ms": round(pct(docs_times, 0.5), 1), "p95_ms": round(pct(docs_times, 0.95), 1), "n": len(docs_times)}
+    result["docs_exact"] = {
+        "p50_ms": round(pct(docs_times, 0.5), 1),
+        "p95_ms": round(pct(docs_times, 0.95), 1),
+        "n": len(docs_times),
+    }
     return result
 
 
@@ -170,10 +191,26 @@ def bench_grep(corpus: str, repeats: int = 5) -> dict[str, Any]:
             ws.grep(corpus, pattern, max_results=100_000)
             ours.append(time.perf_counter() - t)
             t = time.perf_counter()
-            subprocess.run([rg, "--json", "--no-config", "-e", pattern, "--", *files], capture_output=True)
+            subprocess.run(
+                [rg, "--json", "--no-config", "-e", pattern, "--", *files], capture_output=True
+            )
             plain.append(time.perf_counter() - t)
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "ctxkernel", "grep", pattern, "--corpus", corpus, "--json", "--max-count", "100000"], capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ctxkernel",
+                    "grep",
+                    pattern,
+                    "--corpus",
+                    corpus,
+                    "--json",
+                    "--max-count",
+                    "100000",
+                ],
+                capture_output=True,
+            )
             cli.append(time.perf_counter() - t)
         rows.append(
             {
@@ -195,7 +232,9 @@ def bench_policy(base: Path, cutlass_src: str, sample: int) -> dict[str, Any]:
     from ctxkernel.corpus import get_corpus
 
     corpus = get_corpus("cutlass")
-    tracked = subprocess.run(["git", "-C", str(src), "ls-files"], capture_output=True, text=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "-C", str(src), "ls-files"], capture_output=True, text=True
+    ).stdout.split()
     wanted = sorted(p for p in tracked if corpus.wants(p))
     step = max(1, len(wanted) // sample)
     chosen = wanted[::step][:sample]
@@ -204,7 +243,10 @@ def bench_policy(base: Path, cutlass_src: str, sample: int) -> dict[str, Any]:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src / rel, target)
     result: dict[str, Any] = {"files": len(chosen)}
-    for label, env in (("naive", {"CTXKERNEL_EMBED_TEXT": "full", "CTXKERNEL_EMBED_MAX_TOKENS": "256"}), ("compact", {"CTXKERNEL_EMBED_TEXT": "compact", "CTXKERNEL_EMBED_MAX_TOKENS": "128"})):
+    for label, env in (
+        ("naive", {"CTXKERNEL_EMBED_TEXT": "full", "CTXKERNEL_EMBED_MAX_TOKENS": "256"}),
+        ("compact", {"CTXKERNEL_EMBED_TEXT": "compact", "CTXKERNEL_EMBED_MAX_TOKENS": "128"}),
+    ):
         use_home(fresh_home(base, f"policy-{label}"))
         os.environ.update(env)
         from ctxkernel import embed
@@ -215,7 +257,11 @@ def bench_policy(base: Path, cutlass_src: str, sample: int) -> dict[str, Any]:
     os.environ["CTXKERNEL_EMBED_TEXT"] = "compact"
     os.environ["CTXKERNEL_EMBED_MAX_TOKENS"] = "128"
     result["speedup_wall"] = round(result["naive"]["wall_s"] / result["compact"]["wall_s"], 2)
-    result["speedup_embed"] = round(result["naive"]["stages_s"].get("embed", 0) / max(result["compact"]["stages_s"].get("embed", 1e-9), 1e-9), 2)
+    result["speedup_embed"] = round(
+        result["naive"]["stages_s"].get("embed", 0)
+        / max(result["compact"]["stages_s"].get("embed", 1e-9), 1e-9),
+        2,
+    )
     return result
 
 
@@ -233,11 +279,21 @@ def machine() -> str:
 def report_markdown(res: dict[str, Any]) -> str:
     lines = [f"### Retrieval benchmark — {res['date']} — {res['machine']}", ""]
     if "index" in res:
-        lines += ["| corpus | source | files | chunks | embedded | wall s | files/s | chunks/s | embed share | stages (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| corpus | source | files | chunks | embedded | wall s | files/s | chunks/s | embed share | stages (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in res["index"]["cold"]:
             stages = ", ".join(f"{k} {v}" for k, v in r["stages_s"].items())
-            lines.append(f"| {r['corpus']} | {r['source']} | {r['files']} | {r['chunks']} | {r['embedded']} | {r['wall_s']} | {r['files_per_s']} | {r['chunks_per_s']} | {r['embed_share']} | {stages} |")
-        lines += ["", "No-op re-index (nothing changed): " + ", ".join(f"{r['corpus']} {r['wall_s']} s" for r in res["index"]["noop"]), ""]
+            lines.append(
+                f"| {r['corpus']} | {r['source']} | {r['files']} | {r['chunks']} | {r['embedded']} | {r['wall_s']} | {r['files_per_s']} | {r['chunks_per_s']} | {r['embed_share']} | {stages} |"
+            )
+        lines += [
+            "",
+            "No-op re-index (nothing changed): "
+            + ", ".join(f"{r['corpus']} {r['wall_s']} s" for r in res["index"]["noop"]),
+            "",
+        ]
         sizes = res["index"]["store_bytes"]
         lines.append("Store size: " + ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sizes.items()))
         lines.append("")
@@ -247,9 +303,16 @@ def report_markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {mode} | {r['p50_ms']} | {r['p95_ms']} | {r['n']} |")
         lines.append("")
     for g in res.get("grep", []):
-        lines += [f"grep on {g['corpus']} ({g['files']} files): ours in process vs plain rg on the same files", "", "| pattern | ours ms | rg ms | ratio | ctxkernel grep CLI ms |", "|---|---|---|---|---|"]
+        lines += [
+            f"grep on {g['corpus']} ({g['files']} files): ours in process vs plain rg on the same files",
+            "",
+            "| pattern | ours ms | rg ms | ratio | ctxkernel grep CLI ms |",
+            "|---|---|---|---|---|",
+        ]
         for r in g["patterns"]:
-            lines.append(f"| `{r['pattern']}` | {r['ours_ms']} | {r['rg_ms']} | {r['ratio']} | {r['cli_ms']} |")
+            lines.append(
+                f"| `{r['pattern']}` | {r['ours_ms']} | {r['rg_ms']} | {r['ratio']} | {r['cli_ms']} |"
+            )
         lines.append("")
     if "policy" in res:
         p = res["policy"]
@@ -261,18 +324,27 @@ def report_markdown(res: dict[str, Any]) -> str:
         ]
         for label in ("naive", "compact"):
             r = p[label]
-            lines.append(f"| {label} | {r['wall_s']} | {r['stages_s'].get('embed', 0)} | {r['embedded']} | {r['chunks']} |")
+            lines.append(
+                f"| {label} | {r['wall_s']} | {r['stages_s'].get('embed', 0)} | {r['embedded']} | {r['chunks']} |"
+            )
         lines += ["", f"Speed-up: {p['speedup_wall']}x wall, {p['speedup_embed']}x embedding.", ""]
     return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--cutlass", help="local mirror of NVIDIA/cutlass (git repo or directory)")
     ap.add_argument("--triton", help="local mirror of triton-lang/triton")
     ap.add_argument("--ptx", help="local PTX ISA page or a Markdown conversion repo")
     ap.add_argument("--no-packages", action="store_true", help="skip the installed-package corpora")
-    ap.add_argument("--policy-sample", type=int, default=0, help="files of --cutlass for the naive-vs-compact comparison")
+    ap.add_argument(
+        "--policy-sample",
+        type=int,
+        default=0,
+        help="files of --cutlass for the naive-vs-compact comparison",
+    )
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
     ap.add_argument("--out", default=None, help="write the JSON results here")
     args = ap.parse_args()
@@ -287,8 +359,16 @@ def main() -> None:
         corpora += [("triton", "pkg:triton"), ("cutlass", "pkg:nvidia-cutlass-dsl")]
     if args.cutlass or args.triton or args.ptx:
         # mirrors replace the package corpora of the same name
-        corpora = [(n, s) for n, s in corpora if not ({"cutlass": args.cutlass, "triton": args.triton}.get(n))]
-        corpora += [(n, s) for n, s in (("cutlass", args.cutlass), ("triton", args.triton), ("ptx", args.ptx)) if s]
+        corpora = [
+            (n, s)
+            for n, s in corpora
+            if not ({"cutlass": args.cutlass, "triton": args.triton}.get(n))
+        ]
+        corpora += [
+            (n, s)
+            for n, s in (("cutlass", args.cutlass), ("triton", args.triton), ("ptx", args.ptx))
+            if s
+        ]
     res["index"] = bench_index(base, corpora)
     res["search"] = bench_search()
     res["grep"] = [bench_grep(name) for name, _ in corpora if name in ("cutlass", "triton")]

@@ -16,10 +16,14 @@ from pathlib import Path
 
 def main(src: str, out: str, subdir: str = "") -> None:
     src_dir, out_dir = Path(src), Path(out)
-    head = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     prefix = subdir.strip("/") + "/" if subdir else ""
     tree = f"HEAD:{subdir.strip('/')}" if subdir else "HEAD"
-    listing = subprocess.run(["git", "-C", src, "ls-tree", "-r", "-z", tree], capture_output=True, check=True).stdout
+    listing = subprocess.run(
+        ["git", "-C", src, "ls-tree", "-r", "-z", tree], capture_output=True, check=True
+    ).stdout
     entries = []
     for raw in listing.split(b"\0"):
         if not raw:
@@ -28,7 +32,11 @@ def main(src: str, out: str, subdir: str = "") -> None:
         mode, kind, sha = meta.split()
         if kind == b"blob":
             entries.append((mode.decode(), sha.decode(), path.decode()))
-    batch = subprocess.Popen(["git", "-C", str(src_dir), "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    batch = subprocess.Popen(
+        ["git", "-C", str(src_dir), "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert batch.stdin and batch.stdout
     missing = 0
     del prefix  # paths from `ls-tree HEAD:sub` are already relative to sub
@@ -52,8 +60,13 @@ def main(src: str, out: str, subdir: str = "") -> None:
     env_args = ["-c", "user.name=ctxkernel-bench", "-c", "user.email=bench@example.invalid"]
     subprocess.run(["git", "init", "-q", "-b", "main", str(out_dir)], check=True)
     subprocess.run(["git", "-C", str(out_dir), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(out_dir), *env_args, "commit", "-q", "-m", f"snapshot of {head}"], check=True)
-    print(f"{len(entries) - missing} files written, {missing} absent from the snapshot; upstream HEAD {head}")
+    subprocess.run(
+        ["git", "-C", str(out_dir), *env_args, "commit", "-q", "-m", f"snapshot of {head}"],
+        check=True,
+    )
+    print(
+        f"{len(entries) - missing} files written, {missing} absent from the snapshot; upstream HEAD {head}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,15 +14,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxkernel import Workspace  # noqa: E402
-from ctxkernel.evaluate import load_queries, score  # noqa: E402
-from ctxkernel.search import Weights  # noqa: E402
+from ctxkernel import Workspace
+from ctxkernel.evaluate import load_queries, score
+from ctxkernel.search import Weights
 
 
 def main(path: str) -> None:
     ws = Workspace()
     queries = [q for q in load_queries(Path(path)) if q.corpus in ws.store.corpora()]
-    grid = {"body": [0.5, 1.0], "head": [0.5, 1.0], "file": [0.5, 1.0, 1.5], "dense": [0.5, 1.0, 1.5], "head_in_prose": [0.25, 0.5, 1.0]}
+    grid = {
+        "body": [0.5, 1.0],
+        "head": [0.5, 1.0],
+        "file": [0.5, 1.0, 1.5],
+        "dense": [0.5, 1.0, 1.5],
+        "head_in_prose": [0.25, 0.5, 1.0],
+    }
     ws.search(queries[0].query, corpora=[queries[0].corpus])  # warm
     # embed each query once: the grid only changes fusion
     embedder = ws.embedder
