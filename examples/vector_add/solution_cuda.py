@@ -7,7 +7,6 @@ stream. The extension is built once, on import (about a minute the first time).
 """
 
 # backend: cuda_inline
-import torch
 from torch.utils.cpp_extension import load_inline
 
 CUDA_SRC = r"""
