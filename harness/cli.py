@@ -181,6 +181,13 @@ def perf_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Compile Triton kernels ahead of time for this target (e.g. sm_90); no GPU needed.",
         ),
         click.option("--profile", is_flag=True, help="Profile the candidate's kernels with ncu."),
+        # intra-kernel tracing (issue 8): harness/rungs/trace.py
+        click.option(
+            "--trace",
+            is_flag=True,
+            help="Time the sections the kernel marks (Proton scopes, ck_trace) in a separate "
+            "instrumented worker; writes a Perfetto timeline into the run record.",
+        ),
     ]
     for decorator in reversed(decorators):
         fn = decorator(fn)
@@ -199,6 +206,7 @@ def perf_run_options(perf: dict[str, Any]) -> dict[str, Any]:
             "dump_dir",
             "target",
             "profile",
+            "trace",
         )
         if key in perf
     }

@@ -1,8 +1,9 @@
 """Run records: every check is kept under ``runs/<problem>/<timestamp>-<shorthash>/``.
 
 A record holds the candidate source as checked, ``result.json`` (the verdict document),
-``feedback.txt`` (what an agent would be told) and the worker's stdout/stderr logs
-(trimmed to their last MiB). ``paths.default_runs_dir()`` decides where ``runs/`` is.
+``feedback.txt`` (what an agent would be told), the worker's stdout/stderr logs
+(trimmed to their last MiB) and the ``trace`` rung's ``*.trace.json`` timelines.
+``paths.default_runs_dir()`` decides where ``runs/`` is.
 """
 
 from __future__ import annotations
@@ -54,4 +55,6 @@ def write_record(
             if len(data) > LOG_LIMIT:
                 data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
             (path / log.name).write_bytes(data)
+        for timeline in sorted(logdir.glob("*.trace.json")):  # trace rung (issue 8)
+            (path / timeline.name).write_bytes(timeline.read_bytes())
     return path

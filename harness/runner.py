@@ -97,6 +97,8 @@ class RunOptions:
     dump_dir: Path | None = None  # write IR/PTX/CUBIN/SASS and the resource report here
     target: str | None = None  # compile Triton ahead of time for this target (sm_90)
     profile: bool = False  # ncu the candidate's kernels in a separate worker
+    # -- intra-kernel tracing (issue 8): harness/rungs/trace.py --------------------------
+    trace: bool = False  # time sections inside the kernel in a separate instrumented worker
 
     def resolved_device(self) -> str:
         if self.device:

@@ -181,6 +181,13 @@ class Worker:
                 import triton.testing  # noqa: F401  (so its timers are in the snapshot)
             except ImportError:
                 pass
+        from .tracing import install_candidate_api  # trace rung (issue 8): `import ck_trace`
+
+        install_candidate_api(
+            self.backend_name,
+            os.environ.get("TRITON_INTERPRET") == "1",
+            os.path.join(self.workdir, str(req["candidate"])),
+        )
         self.recorder = OpRecorder()
         self.recorder.warm_up()
         env = self.environment(backend.environment())
@@ -268,6 +275,10 @@ class Worker:
                 return benchworker.handle_identity(self, req), []
             if op == "ceilings":
                 return benchworker.handle_ceilings(self, req), []
+            if op == "trace":  # trace rung (issue 8)
+                from .tracing.collect import handle_trace
+
+                return handle_trace(self, req, tensors)
             return benchworker.handle_artifacts(self, req)
         except Exception:
             return {"ok": False, "op": op, "harness_error": traceback.format_exc()[-4000:]}, []
@@ -556,7 +567,7 @@ class Worker:
         }
 
 
-_EXTRA_OPS = ("bench", "bench_sample", "identity", "ceilings", "artifacts")
+_EXTRA_OPS = ("bench", "bench_sample", "identity", "ceilings", "artifacts", "trace")
 
 
 def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:

@@ -4,7 +4,8 @@
 RungResult``. Rungs after a failed gate are listed as skipped. A rung that crashes is a
 harness bug and is reported as that rung failing with "harness error", never as a pass.
 A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
-profile) run only when asked for (``--bench``, ``--dump``/``--target``, ``--profile``).
+profile, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
+``--profile``, ``--trace``).
 A rung that reports ``ok=None`` was skipped for a reason (no GPU, no ncu) and does not
 fail the verdict; only ``ok=False`` does.
 """
@@ -29,6 +30,7 @@ from .precheck import PreCheckRung
 from .profile import ProfileRung
 from .roofline import RooflineRung
 from .run import RunRung
+from .trace import TraceRung
 
 
 class Rung(Protocol):
@@ -55,6 +57,7 @@ class Ladder:
                 RooflineRung(),
                 DumpRung(),
                 ProfileRung(),
+                TraceRung(),
             ]
         )
 
@@ -131,6 +134,7 @@ class Ladder:
                 "dump_dir": str(ctx.options.dump_dir) if ctx.options.dump_dir else None,
                 "target": ctx.options.target,
                 "profile": ctx.options.profile,
+                "trace": getattr(ctx.options, "trace", False),
             },
             wall_s=wall,
             performance=dict(ctx.performance),
