@@ -15,8 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -345,6 +343,9 @@ class HttpSource(Source):
         return paths.cache_dir() / "downloads" / f"{self.corpus.name}-{digest}"
 
     def materialize(self, progress: Progress | None = None) -> Snapshot:
+        import urllib.error
+        import urllib.request
+
         folder = self._cache()
         folder.mkdir(parents=True, exist_ok=True)
         name = PurePosixPath(self.url.split("?")[0]).name or "index.html"
@@ -389,6 +390,9 @@ class HttpSource(Source):
         )
 
     def upstream_version(self) -> str | None:
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(
             self.url, method="HEAD", headers={"User-Agent": "ctxkernel"}
         )

@@ -398,7 +398,41 @@ class Store:
         except Exception:  # chroma raises NotFoundError / ValueError depending on version
             return None
 
+    # Corpus records live in chroma (the truth, shared through a server). A local store
+    # also mirrors them in records.json, so lookups that need no vectors (docs, grep,
+    # show, lexical search) never pay for importing chromadb.
+    @property
+    def _records_file(self) -> Path:
+        return self.index_dir / "records.json"
+
+    def _local_records(self) -> dict[str, dict[str, Any]] | None:
+        if self.chroma_url:
+            return None
+        if not self._records_file.is_file():
+            if not (self.index_dir / "chroma").is_dir():
+                return {}  # nothing indexed here yet
+            # a store made before the mirror existed (or the file was deleted): rebuild it
+            records = self._records_from_chroma()
+            self._write_local_records(records)
+            return records
+        try:
+            data = json.loads(self._records_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _write_local_records(self, records: dict[str, dict[str, Any]]) -> None:
+        if self.chroma_url:
+            return
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._records_file.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(records, indent=1, sort_keys=True))
+        os.replace(tmp, self._records_file)
+
     def corpora(self) -> list[str]:
+        local = self._local_records()
+        if local is not None:
+            return sorted(local)
         names = []
         for col in self.client().list_collections():
             name = col if isinstance(col, str) else col.name
@@ -407,19 +441,35 @@ class Store:
         return sorted(names)
 
     def record(self, corpus: str) -> CorpusRecord | None:
+        local = self._local_records()
+        if local is not None:
+            return _record_from(corpus, local[corpus]) if corpus in local else None
         col = self.collection(corpus)
         if col is None:
             return None
         raw = (col.metadata or {}).get(RECORD_KEY)
-        if not raw:
-            return CorpusRecord(name=corpus)
-        data = json.loads(raw)
-        known = {k: v for k, v in data.items() if k in CorpusRecord.__dataclass_fields__}
-        return CorpusRecord(**known)
+        return _record_from(corpus, json.loads(raw) if raw else {})
 
     def set_record(self, record: CorpusRecord) -> None:
         col = self.collection(record.name, create=True)
         col.modify(metadata={RECORD_KEY: json.dumps(record.to_json())})
+        if not self.chroma_url:
+            local = self._local_records() or self._records_from_chroma()
+            local[record.name] = record.to_json()
+            self._write_local_records(local)
+
+    def _records_from_chroma(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for col in self.client().list_collections():
+            name = col if isinstance(col, str) else col.name
+            if not name.startswith(COLLECTION_PREFIX):
+                continue
+            full = self.client().get_collection(name, embedding_function=None)
+            raw = (full.metadata or {}).get(RECORD_KEY)
+            out[name[len(COLLECTION_PREFIX) :]] = (
+                json.loads(raw) if raw else {"name": name[len(COLLECTION_PREFIX) :]}
+            )
+        return out
 
     def upsert(self, corpus: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         col = self.collection(corpus, create=True)
@@ -475,6 +525,10 @@ class Store:
             self.client().delete_collection(COLLECTION_PREFIX + corpus)
         except Exception:
             pass
+        local = self._local_records()
+        if local is not None and corpus in local:
+            del local[corpus]
+            self._write_local_records(local)
         self.cache(corpus).clear()
         self._caches.pop(corpus, None)
 
@@ -540,6 +594,12 @@ def _http_client(url: str, settings: Any) -> Any:
         )
     except Exception as exc:
         raise UserError(f"cannot reach the chroma server at {url}: {exc}") from exc
+
+
+def _record_from(corpus: str, data: dict[str, Any]) -> CorpusRecord:
+    known = {k: v for k, v in data.items() if k in CorpusRecord.__dataclass_fields__}
+    known.setdefault("name", corpus)
+    return CorpusRecord(**known)
 
 
 def new_generation() -> str:

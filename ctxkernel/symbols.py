@@ -91,9 +91,9 @@ def rank(
         # that merely mentions the full name (an API index page)
         key = (
             0 if _defines_itself(chunk, looked_up) else 1,
-            0 if chunk.language in _CODE else 1,  # the API's own definition before a guide about it
             priority,
             0 if not fragments or any(f in chunk.path for f in fragments) else 1,
+            0 if chunk.language in _CODE else 1,  # the API's own definition before a guide about it
             0 if exact else 1,
             _KIND_RANK.get(chunk.kind, 5),
             0 if chunk.doc else 1,

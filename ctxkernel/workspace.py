@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config
 from .corpus import Corpus, Hit, get_corpus, language_for, load_corpora, parse_chunk_id
@@ -17,11 +17,12 @@ from .docs import lookup as docs_lookup
 from .embed import Embedder
 from .errors import UserError
 from .grep import GrepResult, grep
-from .indexer import IndexReport, index_corpus
 from .progress import Progress
 from .search import Filters, Searcher, SearchResult
-from .sources import resolve_source, source_from_record
 from .store import CorpusRecord, Store
+
+if TYPE_CHECKING:
+    from .indexer import IndexReport
 
 MAX_READ_LINES = 2000
 
@@ -132,11 +133,17 @@ class Workspace:
         progress: Progress | None = None,
         force: bool = False,
     ) -> IndexReport:
+        from .indexer import index_corpus  # chunkers, sources: only when indexing
+        from .sources import resolve_source
+
         corpus = self.corpus(name)
         src = resolve_source(corpus, source, ref)
         return index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
 
     def update(self, name: str, progress: Progress | None = None) -> IndexReport:
+        from .indexer import index_corpus
+        from .sources import source_from_record
+
         corpus = self.corpus(name)
         record = self.store.record(name)
         if record is None or not record.origin:
@@ -147,6 +154,8 @@ class Workspace:
         return index_corpus(self.store, corpus, src, self.embedder, progress)
 
     def status(self, check_upstream: bool = True) -> list[CorpusStatus]:
+        from .sources import source_from_record
+
         defs = self.definitions()
         indexed = set(self.store.corpora())
         out: list[CorpusStatus] = []

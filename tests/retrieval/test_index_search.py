@@ -236,3 +236,32 @@ def test_small_pieces_are_joined_when_the_corpus_asks(isolated_home: Path, upstr
     )
     hit = ws.search("softmax_rows", corpora=["joined"], k=1).hits[0]
     assert hit.chunk.path == "src/kernels.py"
+
+
+def test_lookups_on_a_local_store_never_import_chromadb(
+    ws: Workspace, demo_corpus: str, isolated_home: Path
+) -> None:
+    """docs, grep, show and lexical search read the local cache and the records mirror."""
+    import json as json_mod
+    import subprocess
+    import sys
+
+    ws.index(demo_corpus)
+    assert json_mod.loads((ws.store.index_dir / "records.json").read_text())[demo_corpus][
+        "complete"
+    ]
+    code = (
+        "import sys\n"
+        "from ctxkernel import Workspace\n"
+        "ws = Workspace()\n"
+        "assert ws.docs('softmax_rows').best is not None\n"
+        "assert ws.grep('demo', 'def advance').hits\n"
+        "assert ws.search('ring buffer stages', mode='lexical').hits\n"
+        "assert ws.read('demo:src/kernels.py:1-3').lines\n"
+        "print('chromadb' in sys.modules)\n"
+    )
+    env = {**__import__("os").environ, "CTXKERNEL_HOME": str(isolated_home)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
