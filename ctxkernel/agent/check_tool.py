@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from .runs import RunRecord
 
-SHOW_CHOICES = ("dump", "profile")
+SHOW_CHOICES = ("dump", "profile", "trace")
 _TIME_KEYS = {
     "median_us": 1.0,
     "time_us": 1.0,
@@ -218,6 +218,8 @@ def with_requests(options: RunOptions, show: Sequence[str], out_dir: Path | None
         changes["dump_dir"] = out_dir / "dump"
     if "profile" in show and "profile" in names:
         changes["profile"] = True
+    if "trace" in show and "trace" in names:
+        changes["trace"] = True
     return replace(options, **changes) if changes else options
 
 
@@ -304,8 +306,8 @@ mismatching elements, and when measured the time and percent of roofline. Fix th
 failing rung first.
 
 show: ["dump"] adds the compiled code's highlights (registers, spills, MMA instructions, \
-load widths) and ["profile"] the profiler summary, when the harness can produce them on \
-this device.
+load widths), ["profile"] the profiler summary and ["trace"] the time per marked section \
+of the kernel (see the tracing primer), when the harness can produce them on this device.
 
 Example: {"source": "import torch\\nimport triton\\n...\\ndef custom_kernel(inputs):\\n  \
   ...", "notes": "BLOCK 1024 -> 4096, 8 warps"}"""
@@ -328,7 +330,7 @@ def check_schema(problem_arg: bool) -> dict[str, Any]:
             "type": "array",
             "items": {"type": "string", "enum": list(SHOW_CHOICES)},
             "uniqueItems": True,
-            "description": "Extra reports: dump (compiled code highlights), profile.",
+            "description": "Extra reports: dump (compiled code highlights), profile, trace (time per marked section).",
         },
     }
     if problem_arg:

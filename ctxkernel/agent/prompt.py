@@ -354,7 +354,7 @@ def system_prompt(
         "CuTeDSL, Triton and PTX references is your library.",
         problem_section(brief),
         device_section(info),
-        f"## Backend: {backend}\n{primer}",
+        f"## Backend: {backend}\n{primer}" + tracing_section(backend, info),
         rules_section(target, info.has_timing, brief.entry),
         workflow_section(
             'Submit with check_kernel {"source": <the whole module>, "notes": <one line>}.',
@@ -362,6 +362,21 @@ def system_prompt(
         ),
     ]
     return "\n\n".join(parts)
+
+
+def tracing_section(backend: str, info: DeviceInfo) -> str:
+    """How to mark kernel sections for the trace rung; only where it can run (a GPU)."""
+    if not info.has_timing:
+        return ""
+    from harness.tracing.primer import TRACE_PRIMER, trace_primer
+
+    if backend not in TRACE_PRIMER:
+        return ""
+    return (
+        "\n\n### Where the time goes\n"
+        + trace_primer(backend)
+        + '\nAsk for it with check_kernel show: ["trace"].'
+    )
 
 
 def first_message(backend: str) -> str:
@@ -394,7 +409,7 @@ def instructions_markdown(
             "`runs/agent/` (`ctxkernel runs`, `ctxkernel runs show last`).",
             problem_section(brief),
             device_section(info),
-            f"## Backend: {backend}\n{primer}",
+            f"## Backend: {backend}\n{primer}" + tracing_section(backend, info),
             rules_section(target, info.has_timing, brief.entry),
             workflow_section(check_how, "keep the best correct one in `solution.py`."),
             "## The loop\nFirst version -> compile -> correctness -> optimisation, as the "

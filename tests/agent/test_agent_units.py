@@ -232,3 +232,22 @@ def test_thinking_and_temperature_options() -> None:
         model="m", max_tokens=9000, temperature=0.3, thinking=thinking_param(4096)
     )
     assert "temperature" not in thinking.request_params()  # the API takes none with thinking
+
+
+def test_tracing_is_offered_to_the_agent_where_it_can_run() -> None:
+    """The backend primer carries the tracing how-to on a GPU, and check_kernel can ask for it."""
+    from dataclasses import fields
+
+    from ctxkernel.agent.check_tool import SHOW_CHOICES, check_schema, with_requests
+    from ctxkernel.agent.prompt import DeviceInfo, load_brief, system_prompt
+    from harness.runner import RunOptions
+
+    brief = load_brief(EXAMPLES / "matmul_bf16")
+    gpu = system_prompt(brief, "triton", DeviceInfo("cuda", "NVIDIA H200"), 0.8)
+    cpu = system_prompt(brief, "triton", DeviceInfo("cpu", "cpu (Triton interpreter)"), 0.8)
+    assert "pl.enter_scope" in gpu and 'show: ["trace"]' in gpu
+    assert "pl.enter_scope" not in cpu  # no tracing without a GPU: not worth the tokens
+    assert "trace" in SHOW_CHOICES
+    assert "trace" in check_schema(False)["properties"]["show"]["items"]["enum"]
+    if "trace" in {f.name for f in fields(RunOptions)}:
+        assert with_requests(RunOptions(), ["trace"], None).trace is True
