@@ -73,6 +73,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def dir_size(path: Path) -> int:
+    """Bytes under a folder, or of a file (and its SQLite -wal/-shm companions)."""
+    if path.is_file():
+        return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
@@ -144,6 +147,7 @@ def bench_search(rounds: int = 3) -> dict[str, Any]:
         times: list[float] = []
         for _ in range(rounds):
             for q in SEARCH_QUERIES:
+                ws.embedder._queries.clear()  # time the query's embedding too, every time
                 t = time.perf_counter()
                 ws.search(q, k=10, mode=mode)
                 times.append((time.perf_counter() - t) * 1000)
@@ -191,8 +195,21 @@ def bench_grep(corpus: str, repeats: int = 5) -> dict[str, Any]:
             ws.grep(corpus, pattern, max_results=100_000)
             ours.append(time.perf_counter() - t)
             t = time.perf_counter()
+            # plain rg as a person would run it over the same files: line numbers, names
             subprocess.run(
-                [rg, "--json", "--no-config", "-e", pattern, "--", *files], capture_output=True
+                [
+                    rg,
+                    "--no-config",
+                    "-n",
+                    "--with-filename",
+                    "--color",
+                    "never",
+                    "-e",
+                    pattern,
+                    "--",
+                    *files,
+                ],
+                capture_output=True,
             )
             plain.append(time.perf_counter() - t)
             t = time.perf_counter()

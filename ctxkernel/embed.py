@@ -77,6 +77,7 @@ class Embedder:
     ):
         self.model_id, self._load_from = resolve_model(model)
         self._device = device
+        self._queries: dict[str, np.ndarray] = {}
         self.max_tokens = max_tokens or int(
             os.environ.get("CTXKERNEL_EMBED_MAX_TOKENS", DEFAULT_MAX_TOKENS)
         )
@@ -152,7 +153,14 @@ class Embedder:
         return out
 
     def embed_query(self, query: str) -> np.ndarray:
-        return self.embed([query])[0]
+        """One query's vector; the last few hundred are kept (agents repeat themselves)."""
+        vec = self._queries.get(query)
+        if vec is None:
+            vec = self.embed([query])[0]
+            if len(self._queries) >= 512:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[query] = vec
+        return vec
 
 
 _LICENSE_RE = re.compile(
@@ -164,9 +172,9 @@ _PROSE = frozenset({"markdown", "rst", "html", "text", "notebook"})
 # grows with length, and the lexical index sees every chunk whole, so code chunks get a
 # summary and glue (imports, closing braces: no symbol, no docstring) only its path and
 # first lines.
-PROSE_CHARS = 600
-CODE_CHARS = 360
-GLUE_CHARS = 120
+PROSE_CHARS = 520
+CODE_CHARS = 300
+GLUE_CHARS = 100
 
 
 def embed_text(chunk: Chunk, style: str | None = None) -> str:

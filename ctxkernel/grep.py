@@ -9,7 +9,6 @@ the chunk texts stand in for them.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import re
 import shutil
@@ -105,8 +104,12 @@ def grep(
     for path, entry in files.items():
         if path_glob and not fnmatch.fnmatchcase(path, path_glob):
             continue
-        if entry.local and os.path.isfile(entry.local):
+        if entry.local:
             local[entry.local] = path
+    # the files are where the index saw them, or none of them is (an index shared through
+    # a chroma server): one stat tells which, not one per file
+    if local and not os.path.isfile(next(iter(local))):
+        local = {f: p for f, p in local.items() if os.path.isfile(f)}
     searched = len(local)
     if not local:
         # no files on this machine: search the chunk texts instead
@@ -155,10 +158,21 @@ def _rg(
     max_results: int,
     time_limit_s: float,
 ) -> tuple[list[tuple[str, list[_Line]]], str]:
+    """ripgrep's plain output with NUL after the path: ``path\0N:text`` for a match,
+    ``path\0N-text`` for context, ``--`` between groups. Parsing it is cheaper than --json."""
     deadline = time.monotonic() + time_limit_s
     blocks: list[tuple[str, list[_Line]]] = []
     matches = 0
-    base = [rg, "--json", "--no-config", "--no-ignore", "--hidden", "-e", pattern]
+    base = [
+        rg,
+        "--no-config",
+        "--no-ignore",
+        "--hidden",
+        "--null",
+        "--line-number",
+        "--with-filename",
+    ]
+    base += ["--no-heading", "--color", "never", "-e", pattern]
     if ignore_case:
         base.append("-i")
     if context:
@@ -168,8 +182,6 @@ def _rg(
             [*base, "--", *files[start : start + ARGS_PER_CALL]],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
         )
         assert proc.stdout is not None and proc.stderr is not None
         current: dict[str, list[_Line]] = {}
@@ -178,14 +190,10 @@ def _rg(
                 if time.monotonic() > deadline:
                     proc.kill()
                     return _flush(blocks, current), f"time limit ({time_limit_s:g} s)"
-                event = json.loads(raw)
-                kind = event.get("type")
-                if kind not in ("match", "context"):
+                parsed = _parse_rg_line(raw)
+                if parsed is None:
                     continue
-                data = event["data"]
-                path = data["path"].get("text", "")
-                text = data["lines"].get("text", "").rstrip("\n")
-                line = _Line(int(data["line_number"]), text, kind == "match")
+                path, line = parsed
                 lines = current.setdefault(path, [])
                 if lines and line.number > lines[-1].number + 1:
                     blocks.append((path, lines))
@@ -194,18 +202,31 @@ def _rg(
                 if line.match:
                     matches += 1
                     if matches >= max_results:
-                        # finish the trailing context of this block, then stop
                         proc.kill()
                         return _flush(blocks, current), f"max results ({max_results})"
         finally:
             proc.stdout.close()
-            err = proc.stderr.read()
+            err = proc.stderr.read().decode("utf-8", "replace")
             proc.stderr.close()
             proc.wait()
         if proc.returncode == 2 and "regex" in err:
             raise UserError(f"bad regex {pattern!r}: {' '.join(err.split())[:300]}")
         _flush(blocks, current)
     return blocks, ""
+
+
+def _parse_rg_line(raw: bytes) -> tuple[str, _Line] | None:
+    path_bytes, sep, rest = raw.partition(b"\0")
+    if not sep:
+        return None  # the "--" between context groups
+    digits = 0
+    while digits < len(rest) and 48 <= rest[digits] <= 57:
+        digits += 1
+    if digits == 0 or digits >= len(rest):
+        return None
+    kind = rest[digits : digits + 1]
+    text = rest[digits + 1 :].rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace")
+    return path_bytes.decode("utf-8", "replace"), _Line(int(rest[:digits]), text, kind == b":")
 
 
 def _flush(

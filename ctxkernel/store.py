@@ -165,6 +165,7 @@ class CorpusCache:
         self._db: sqlite3.Connection | None = None
         self._bm25: Any = None
         self._bm25_mtime = 0.0
+        self._files_memo: tuple[tuple[Any, int], dict[str, FileEntry]] | None = None
 
     @property
     def db_path(self) -> Path:
@@ -188,6 +189,7 @@ class CorpusCache:
         return self.db_path.is_file()
 
     def close(self) -> None:
+        self._files_memo = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -203,8 +205,14 @@ class CorpusCache:
 
     # files and chunks
     def files(self) -> dict[str, FileEntry]:
+        """Every indexed file; memoised until this cache changes (grep asks on every call)."""
+        key = (self.get_info("generation"), self.db().total_changes)
+        if self._files_memo is not None and self._files_memo[0] == key:
+            return self._files_memo[1]
         rows = self.db().execute("SELECT path, file_hash, local, lines FROM files").fetchall()
-        return {r[0]: FileEntry(r[0], r[1] or "", r[2] or "", int(r[3] or 0)) for r in rows}
+        files = {r[0]: FileEntry(r[0], r[1] or "", r[2] or "", int(r[3] or 0)) for r in rows}
+        self._files_memo = (key, files)
+        return files
 
     def file(self, path: str) -> FileEntry | None:
         r = (
@@ -368,6 +376,7 @@ class Store:
         self.chroma_url = chroma_url
         self._client: Any = None
         self._caches: dict[str, CorpusCache] = {}
+        self._collections: dict[str, Any] = {}  # handles kept for queries
 
     # chroma
     def client(self) -> Any:
@@ -506,21 +515,41 @@ class Store:
     def query(
         self, corpus: str, vector: np.ndarray, n: int, where: dict[str, Any] | None = None
     ) -> list[tuple[str, float]]:
-        col = self.collection(corpus)
+        col = self._query_collection(corpus)
         if col is None:
             return []
-        count = col.count()
-        if count == 0:
-            return []
-        got = col.query(
-            query_embeddings=[vector],
-            n_results=min(n, count),
-            where=where or None,
-            include=["distances"],
-        )
+        # asking for more than the collection holds returns all of it: no count() round
+        # trip (5 ms a corpus) on the hot path
+        try:
+            got = col.query(
+                query_embeddings=[vector],
+                n_results=max(1, n),
+                where=where or None,
+                include=["distances"],
+            )
+        except Exception:  # an empty collection, or a handle gone stale after a re-index
+            self._collections.pop(corpus, None)
+            col = self.collection(corpus)
+            if col is None or col.count() == 0:
+                return []
+            got = col.query(
+                query_embeddings=[vector],
+                n_results=max(1, min(n, col.count())),
+                where=where or None,
+                include=["distances"],
+            )
         return list(zip(got["ids"][0], got["distances"][0], strict=False))
 
+    def _query_collection(self, corpus: str) -> Any:
+        cached = self._collections.get(corpus)
+        if cached is None:
+            cached = self.collection(corpus)
+            if cached is not None:
+                self._collections[corpus] = cached
+        return cached
+
     def drop(self, corpus: str) -> None:
+        self._collections.pop(corpus, None)
         try:
             self.client().delete_collection(COLLECTION_PREFIX + corpus)
         except Exception:
