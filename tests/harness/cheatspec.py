@@ -33,6 +33,11 @@ class Expectation:
     options: dict[str, Any] = field(default_factory=dict)
     title: str = ""
 
+    @property
+    def rungs(self) -> tuple[str, ...]:
+        """The rungs allowed to catch it: ``run|correctness`` where either may see it first."""
+        return tuple(name.strip() for name in self.rung.split("|"))
+
 
 def _value(raw: str) -> Any:
     low = raw.lower()
