@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 BATCH_CHUNKS = 512
+EMBED_GROUP = 2048  # texts embedded (and cached) together, in token-count order
 
 
 @dataclass
@@ -346,6 +347,20 @@ def _write_changes(
     report.embeddings_reused = sum(1 for k in keys_of.values() if k in cached)
     t = clock.lap("embed-lookup", t)
     embed_task = progress.task(f"{corpus}: embedding", len(missing))
+    # Embed everything missing first, in groups ordered by token count (equal-length
+    # texts in a batch pad nothing); each group lands in the embedding cache at once,
+    # so a run killed here loses at most one group and the next run reuses the rest.
+    if missing:
+        lengths = embedder.token_lengths([texts[k] for k in missing])
+        ordered = [k for _, k in sorted(zip(lengths, missing, strict=True))]
+        for first in range(0, len(ordered), EMBED_GROUP):
+            group = ordered[first : first + EMBED_GROUP]
+            vecs = embedder.embed([texts[k] for k in group], progress=embed_task.advance)
+            emb_cache.put_many(embedder.key, group, vecs)
+            cached.update(zip(group, vecs, strict=True))
+            report.embedded += len(group)
+    embed_task.done()
+    t = clock.lap("embed", t)
     write_task = progress.task(f"{corpus}: writing files", len(work))
     cache = store.cache(corpus)
     start = 0
@@ -357,13 +372,6 @@ def _write_changes(
             end += 1
         batch = work[start:end]
         chunks = [c for w in batch for c in w.chunks]
-        need = [k for k in dict.fromkeys(keys_of[c.id] for c in chunks) if k not in cached]
-        if need:
-            vecs = embedder.embed([texts[k] for k in need], progress=embed_task.advance)
-            emb_cache.put_many(embedder.key, need, vecs)
-            cached.update(zip(need, vecs, strict=True))
-            report.embedded += len(need)
-        t = clock.lap("embed", t)
         vectors: np.ndarray = (
             np.stack([cached[keys_of[c.id]] for c in chunks])
             if chunks
@@ -379,7 +387,6 @@ def _write_changes(
         write_task.advance(len(batch))
         t = clock.lap("store", t)
         start = end
-    embed_task.done()
     write_task.done()
     return t
 

@@ -139,6 +139,42 @@ def test_interrupted_index_still_answers_and_resumes(
     assert fresh.search("extra helper number 5", k=10, mode="lexical").hits
 
 
+def test_interrupted_embedding_keeps_finished_groups(
+    ws: Workspace, demo_corpus: str, upstream: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedding runs before any write, in groups; a group done before Ctrl-C is not redone."""
+    ws.index(demo_corpus)
+    for i in range(6):
+        upstream.write(
+            f"src/late_{i}.py", f'def late_{i}():\n    """Late helper {i}."""\n    return {i}\n'
+        )
+    upstream.commit("late files")
+    import ctxkernel.indexer as indexer
+    from ctxkernel.embed import Embedder
+
+    monkeypatch.setattr(indexer, "EMBED_GROUP", 2)
+    real = Embedder.embed
+    groups: list[int] = []
+
+    def dying_embed(self: Embedder, texts: list[str], **kw: object) -> object:
+        groups.append(len(texts))
+        if len(groups) == 3:
+            raise KeyboardInterrupt
+        return real(self, texts, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Embedder, "embed", dying_embed)
+    with pytest.raises(KeyboardInterrupt):
+        ws.update(demo_corpus)
+    monkeypatch.setattr(Embedder, "embed", real)
+    assert groups == [2, 2, 2]
+    fresh = Workspace()
+    assert fresh.search("avoid bank conflicts swizzle", k=3).hits  # the old store answers
+    report = fresh.update(demo_corpus)
+    assert report.embeddings_reused >= 4  # the two groups finished before the interrupt
+    assert report.embedded == 2
+    assert fresh.search("Late helper 5", k=5, mode="lexical").hits
+
+
 def test_killed_index_process_leaves_a_working_store(
     demo_corpus: str, upstream: Repo, isolated_home: Path
 ) -> None:
