@@ -201,7 +201,8 @@ def embed_text(chunk: Chunk, style: str | None = None) -> str:
     style = style or os.environ.get("CTXKERNEL_EMBED_TEXT", "compact")
     if style == "full":
         return chunk.text
-    prose = chunk.language in _PROSE
+    # a module docstring's piece (a doc, no symbol) is prose inside a code file
+    prose = chunk.language in _PROSE or (not chunk.symbol and bool(chunk.doc))
     glue = not prose and not chunk.symbol and not chunk.doc
     budget = PROSE_CHARS if prose else GLUE_CHARS if glue else CODE_CHARS
     # the file name and its folder: long paths (docs conversions) would eat the budget

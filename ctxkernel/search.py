@@ -118,7 +118,7 @@ class Searcher:
         names = self._corpora(corpora)
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
-        depth = max(50, k * 5)
+        depth = max(RANKER_DEPTH, k * 5)  # fixed up to k=12: top-5 is the head of top-10
         lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
         sharp: list[tuple[float, list[tuple[str, int]]]] = []  # lists whose order must hold
         caches = {name: self.store.synced_cache(name) for name in names}
@@ -181,7 +181,8 @@ class Searcher:
         filters: Filters,
         mode: str,
     ) -> list[Hit]:
-        wanted = fused[: k * 3]
+        # the same window whatever k is (up to 10), so top-5 is the head of top-10
+        wanted = fused[: max(k * 3, RERANK_WINDOW)]
         by_corpus: dict[str, list[int]] = {}
         for (name, row), _ in wanted:
             by_corpus.setdefault(name, []).append(row)
@@ -200,6 +201,8 @@ class Searcher:
 
 
 SHORT_CHUNK_LINES = 8
+RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
+RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
 
 
 def length_prior(chunk: Chunk) -> float:

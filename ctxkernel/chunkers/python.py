@@ -93,7 +93,14 @@ def _body(
 
     def glue(s: int, e: int) -> Piece:
         ds, de = ctx.module_doc_span
-        doc = ctx.module_doc if not prefix and s <= ds and de <= e else ""
+        doc = ""
+        if not prefix and s <= ds and de <= e:
+            doc = ctx.module_doc
+        elif not prefix and s <= de and ds <= e:
+            # a long module docstring split across pieces: each carries its own part
+            # (CuTeDSL examples explain the technique there, far below the first line)
+            part = "\n".join(ctx.lines[ln - 1] for ln in range(max(s, ds), min(e, de) + 1))
+            doc = part.strip().strip("\"'rRuU").strip()
         return Piece(
             s, e, symbol=glue_symbol, title=first_line(ctx.lines, s, e), doc=clip(doc, DOC_CHARS)
         )

@@ -194,3 +194,17 @@ def test_empty_and_comment_only_files() -> None:
     assert python.chunk("\n\n", "e.py", 120) == []
     pieces = python.chunk("# just a comment\n# and another\n", "c.py", 120)
     assert _spans(pieces) == [(1, 2, "")]
+
+
+def test_each_piece_of_a_long_module_docstring_carries_its_part(check: Check) -> None:
+    explain = "\n".join(f"Step {i}: partition the tile with a tiled copy." for i in range(30))
+    source = f'"""Elementwise add.\n\n{explain}\n"""\n\nimport os\n\n\ndef f():\n    return 1\n'
+    pieces = python.chunk(source, "example.py", 12)
+    doc_pieces = [p for p in pieces if not p.symbol]
+    assert len(doc_pieces) >= 3
+    for p in doc_pieces:
+        first_text = source.splitlines()[p.start_line - 1].strip().strip('"')
+        assert p.doc and p.doc.startswith(first_text), (p.start_line, p.doc[:40])
+        assert '"""' not in p.doc
+    assert "Step 29" in doc_pieces[-1].doc
+    check(source, pieces)

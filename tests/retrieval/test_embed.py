@@ -28,3 +28,23 @@ def test_token_lengths_are_capped_at_the_model_window() -> None:
     short, long = embedder.token_lengths(["tl.dot", "word " * 1000])
     assert 2 < short < 10  # [CLS] tl . dot [SEP]
     assert long == embedder.max_tokens
+
+
+def test_a_module_docstring_piece_is_embedded_as_prose() -> None:
+    from ctxkernel.corpus import Chunk
+    from ctxkernel.embed import CODE_CHARS, GLUE_CHARS, embed_text
+
+    prose = " ".join(
+        f"partition the tile across threads with a tiled copy, step {i}." for i in range(20)
+    )
+    doc_piece = Chunk("c", "ex/add.py", 71, 129, prose, doc=prose, language="python")
+    glue_piece = Chunk(
+        "c",
+        "ex/add.py",
+        384,
+        409,
+        "if __name__ == '__main__':\n" + "    main()\n" * 40,
+        language="python",
+    )
+    assert len(embed_text(doc_piece)) > CODE_CHARS + 100
+    assert len(embed_text(glue_piece)) <= GLUE_CHARS + 200

@@ -301,3 +301,33 @@ def test_lookups_on_a_local_store_never_import_chromadb(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_top_k_is_the_head_of_a_longer_list() -> None:
+    """Fused candidates are re-scored (length prior) in a window that does not shrink with
+    k: a one-line stub ranked first must not keep first place at k=1 only."""
+    from ctxkernel.corpus import Chunk
+    from ctxkernel.search import Filters, Searcher
+
+    class Rows:  # the corpus cache's one method used here
+        def __init__(self, chunks: dict[int, Chunk]) -> None:
+            self.chunks = chunks
+
+        def chunks_by_rows(self, rows: list[int]) -> dict[int, Chunk]:
+            return {r: self.chunks[r] for r in rows}
+
+    def chunk(i: int, lines: int) -> Chunk:
+        text = "\n".join(f"line {j} of {i}" for j in range(lines))
+        return Chunk("c", f"f{i}.py", 1, lines, text)
+
+    # three stubs (1 line) lead by less than their length prior costs them
+    chunks = {i: chunk(i, 1) for i in range(3)} | {i: chunk(i, 20) for i in range(3, 8)}
+    fused = [(("c", i), 1.0 - 0.02 * i) for i in range(8)]
+    searcher = Searcher.__new__(Searcher)
+    caches = {"c": Rows(chunks)}
+    ids = {
+        k: [h.chunk.id for h in searcher._materialize(caches, fused, k, Filters(), "hybrid")]  # type: ignore[arg-type]
+        for k in (1, 2, 8)
+    }
+    assert ids[1] == ids[8][:1] and ids[2] == ids[8][:2]
+    assert ids[8][0] == chunks[3].id  # the prior moved the stubs down
