@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,3 +145,48 @@ def test_cli_index_and_corpora_json(
         for line in run_cli("corpora", "--json").out.splitlines()
     }
     assert moved["demo"]["upstream_moved"] is True
+
+
+def test_index_shows_progress_bars_on_a_terminal_only(demo_corpus: str) -> None:
+    """Under a pseudo-terminal `index` draws rich bars on stderr; piped, it stays quiet."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxkernel", "index", demo_corpus],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the terminal closed: the child is gone
+            break
+        if not data:
+            break
+        seen += data
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    screen = seen.decode("utf-8", "replace")
+    plain = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen)
+    # a drawn bar per stage, each reaching its end (n/n)
+    assert re.search(r"demo: embedding\s+━+\s+(\d+)/\1\b", plain), plain[-2000:]
+    assert re.search(r"demo: writing files\s+━+\s+3/3\b", plain), plain[-2000:]
+
+    piped = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "index", demo_corpus, "--force"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert piped.returncode == 0
+    assert "━" not in piped.stderr
