@@ -191,10 +191,24 @@ class Workspace:
         path: str | None = None,
         language: str | None = None,
         kind: str | None = None,
+        rerank: bool = False,
+        rerank_model: str | None = None,
     ) -> SearchResult:
-        return self.searcher.search(
-            query, corpora, k, mode, Filters(path=path, language=language, kind=kind)
-        )
+        """Search; ``rerank`` re-scores the best fused candidates with a local
+        cross-encoder (``rerank.py``) before the cut at ``k``."""
+        filters = Filters(path=path, language=language, kind=kind)
+        if not rerank:
+            return self.searcher.search(query, corpora, k, mode, filters)
+        from .rerank import RERANK_POOL, rerank_hits, resolve_rerank_model
+
+        resolve_rerank_model(rerank_model)  # a missing model fails before the search
+        t0 = time.perf_counter()
+        result = self.searcher.search(query, corpora, max(k * 3, RERANK_POOL), mode, filters)
+        result.hits = rerank_hits(query, result.hits, k, rerank_model)
+        result.timings["rerank_ms"] = round((time.perf_counter() - t0) * 1000 - result.took_ms, 1)
+        result.took_ms = (time.perf_counter() - t0) * 1000
+        result.mode = f"{mode}+rerank"
+        return result
 
     def docs(
         self, topic: str, corpora: list[str] | None = None, alternatives: int = 5

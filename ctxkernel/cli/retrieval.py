@@ -172,6 +172,17 @@ def _size(n: int) -> str:
     show_default=True,
     help="Lines of each hit to print (text output).",
 )
+@click.option(
+    "--rerank",
+    is_flag=True,
+    help="Re-score the best 30 candidates with a local cross-encoder (off by default; slower).",
+)
+@click.option(
+    "--rerank-model",
+    metavar="DIR",
+    help="The cross-encoder for --rerank: a saved model directory "
+    "(default: env CTXKERNEL_RERANK_MODEL; never downloaded unless CTXKERNEL_ALLOW_DOWNLOAD=1).",
+)
 @index_options
 @json_option
 def search_cmd(
@@ -183,6 +194,8 @@ def search_cmd(
     language: str | None,
     kind: str | None,
     snippet: int,
+    rerank: bool,
+    rerank_model: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -193,9 +206,20 @@ def search_cmd(
     Examples:
       ctxkernel search "TMA load into shared memory with an mbarrier" --corpus cutlass -k 10
       ctxkernel search make_tiled_copy --kind source
+      ctxkernel search "pipeline the main loop" --rerank --rerank-model ~/models/ms-marco-MiniLM-L6-v2
     """
     ws = workspace(index_dir, chroma_url)
-    result = ws.search(query, list(corpora) or None, k, mode, path_glob, language, kind)
+    result = ws.search(
+        query,
+        list(corpora) or None,
+        k,
+        mode,
+        path_glob,
+        language,
+        kind,
+        rerank=rerank or bool(rerank_model),
+        rerank_model=rerank_model,
+    )
     if as_json:
         for hit in result.hits:
             json_line(hit.to_json())
@@ -203,7 +227,7 @@ def search_cmd(
             {
                 "type": "summary",
                 "query": query,
-                "mode": mode,
+                "mode": result.mode,
                 "hits": len(result.hits),
                 "took_ms": round(result.took_ms, 1),
                 "corpora": result.corpora,
