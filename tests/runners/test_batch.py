@@ -240,7 +240,9 @@ def test_interrupted_batch_resumes_without_rechecking(tmp_path: Path, isolated_h
     first = json.loads(proc.stdout.readline())  # the first verdict is in: interrupt
     proc.send_signal(signal.SIGINT)
     rest, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130, (
+        f"stderr: {err!r}; stdout after the first verdict: {rest[-2000:]!r}"
+    )
     assert first["type"] == "verdict" and first["resumed"] is False
     batch_id = first["batch"]
     assert f"resume with --resume {batch_id}" in err
