@@ -54,6 +54,16 @@ def resolve_model(name: str | None = None) -> tuple[str, str]:
     )
 
 
+def quiet_offline_hub() -> None:
+    """Before loading any Hugging Face model: offline unless the user allows downloads
+    (``CTXKERNEL_ALLOW_DOWNLOAD=1``), and no hub progress bars or chatter."""
+    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def default_device() -> str:
     forced = os.environ.get("CTXKERNEL_EMBED_DEVICE")
     if forced:
@@ -99,11 +109,7 @@ class Embedder:
         with _LOCK:
             model = _MODELS.get(key)
             if model is None:
-                if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                quiet_offline_hub()
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 

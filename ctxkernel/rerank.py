@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .embed import quiet_offline_hub
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -53,10 +54,7 @@ def _cross_encoder(location: str) -> Any:
     with _LOCK:
         model = _MODELS.get(location)
         if model is None:
-            if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            quiet_offline_hub()
             from sentence_transformers import CrossEncoder
 
             try:
