@@ -235,6 +235,9 @@ def test_interrupted_batch_resumes_without_rechecking(tmp_path: Path, isolated_h
         text=True,
         env=env,
         cwd=tmp_path,
+        # a test run started in the background (`make test &`) inherits SIGINT ignored,
+        # and Python then never raises KeyboardInterrupt: give the child the default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     first = json.loads(proc.stdout.readline())  # the first verdict is in: interrupt
