@@ -134,15 +134,18 @@ class Embedder:
         texts: Sequence[str],
         batch_size: int = 64,
         progress: Callable[[int], None] | None = None,
+        lengths: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text."""
+        """Unit-length float32 vectors, one row per text (``lengths``: the texts' token
+        counts when the caller has them already)."""
         import numpy as np
 
         model = self._model()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         # Sort by token count so each batch pads little; restore the order afterwards.
-        lengths = self.token_lengths(texts)
+        if lengths is None:
+            lengths = self.token_lengths(texts)
         order = sorted(range(len(texts)), key=lambda i: lengths[i])
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(order), batch_size):

@@ -351,11 +351,17 @@ def _write_changes(
     # texts in a batch pad nothing); each group lands in the embedding cache at once,
     # so a run killed here loses at most one group and the next run reuses the rest.
     if missing:
-        lengths = embedder.token_lengths([texts[k] for k in missing])
-        ordered = [k for _, k in sorted(zip(lengths, missing, strict=True))]
+        tokens = dict(
+            zip(missing, embedder.token_lengths([texts[k] for k in missing]), strict=True)
+        )
+        ordered = sorted(missing, key=lambda k: (tokens[k], k))
         for first in range(0, len(ordered), EMBED_GROUP):
             group = ordered[first : first + EMBED_GROUP]
-            vecs = embedder.embed([texts[k] for k in group], progress=embed_task.advance)
+            vecs = embedder.embed(
+                [texts[k] for k in group],
+                progress=embed_task.advance,
+                lengths=[tokens[k] for k in group],
+            )
             emb_cache.put_many(embedder.key, group, vecs)
             cached.update(zip(group, vecs, strict=True))
             report.embedded += len(group)

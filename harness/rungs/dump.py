@@ -65,6 +65,17 @@ class DumpRung:
     def enabled(self, ctx: LadderContext) -> bool:
         return bool(ctx.options.dump_dir or ctx.options.target)
 
+    def _not_loaded(self, which: str, reply: dict[str, Any]) -> RungResult:
+        """Not a verdict on the candidate: the artefacts could not be made."""
+        message = str((reply.get("error") or {}).get("message", ""))[:300]
+        return RungResult(
+            self.name,
+            None,
+            False,
+            {},
+            f"the {which} worker could not load the candidate: {message}",
+        )
+
     def run(self, ctx: LadderContext) -> RungResult:
         target = ctx.options.target
         if ctx.candidate.backend == "torch":
@@ -99,14 +110,7 @@ class DumpRung:
         except WorkerGone as gone:
             return RungResult(self.name, None, False, {}, f"dump worker: {gone.reason}")
         if reply.get("error"):
-            message = str((reply.get("error") or {}).get("message", ""))[:300]
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                f"the dump worker could not load the candidate: {message}",
-            )
+            return self._not_loaded("dump", reply)
         if role not in ctx.aux_called:
             shape = dump_shape(ctx) if interpreted else dict(max(ctx.shapes, key=_numel))
             inputs = ctx.make_inputs(0, 0, shape=shape)
@@ -131,14 +135,7 @@ class DumpRung:
                 ).header.get("launches")
                 session, reply = ctx.aux("aot", env={"TRITON_INTERPRET": "0"})
                 if reply.get("error"):
-                    message = str((reply.get("error") or {}).get("message", ""))[:300]
-                    return RungResult(
-                        self.name,
-                        None,
-                        False,
-                        {},
-                        f"the compile worker could not load the candidate: {message}",
-                    )
+                    return self._not_loaded("compile", reply)
                 request["launches"] = launches or []
             answer = session.request(request, [], 600.0, 1 << 28)
         except WorkerGone as gone:
