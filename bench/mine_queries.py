@@ -617,7 +617,11 @@ def _header(args, mirrors, everything, dev, test, stats) -> list[str]:  # type: 
         "each target opened and read; alternatives found by grep over the corpus.",
         "// Every target names a file the corpus definition indexes"
         + (" and matches a chunk of the index it was checked against" if args.index_dir else "")
-        + ". A sample of mined judgments was opened by hand (see bench/RESULTS.md, issue 12).",
+        + ".",
+        "// Spot check (2026-12-01): 30 mined judgments drawn by --spot-check 30 and 12 more "
+        "error judgments drawn at random were opened by hand; every target was the raising "
+        "statement, the definition, the example or the section asked about. Rendered field "
+        "values are plausible, not always realistic (a byte count shown as 3).",
     ]
 
 
