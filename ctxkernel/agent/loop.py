@@ -489,7 +489,10 @@ class Agent:
         others = [c for c in pending if c not in winner.candidates]
         for cand in others:
             assert cand.result is not None
-            lines.append(f"Other sample: version {cand.version}: {cand.result.outcome.headline()}")
+            headline = cand.result.outcome.headline()
+            if cand.meta.get("overfit"):
+                headline = "FAILED on an unseen shape (it passes the public shapes only)"
+            lines.append(f"Other sample: version {cand.version}: {headline}")
         latest = min(winner.candidates, key=lambda c: rank_key(c.meta))
         lines.extend(self._proof_lines)
         pinned = state.pinned
@@ -703,9 +706,11 @@ def run_agent(
     toolset: ToolSet | None = None,
     on_event: EventSink | None = None,
     evaluator: Evaluator = evaluate,
+    steering: Steering | None = None,
 ) -> RunResult:
     """Start a run and drive it to its stop (the library entry point)."""
-    agent = Agent.start(config, client, toolset=toolset, on_event=on_event, evaluator=evaluator)
+    agent = Agent.start(config, client, toolset=toolset, on_event=on_event, evaluator=evaluator,
+                        steering=steering)  # fmt: skip
     return agent.run()
 
 
