@@ -75,10 +75,11 @@ class Decision:
         return bool(self.notes) or self.pin is not None or self.back is not None
 
     def merge(self, other: Decision) -> Decision:
+        """Both, in order: the later pin, unpin or back wins."""
         return Decision(
             notes=[*self.notes, *other.notes],
-            pin=other.pin if other.pin is not None else self.pin,
-            unpin=(self.unpin or other.unpin) and other.pin is None,
+            pin=other.pin if other.pin is not None else (None if other.unpin else self.pin),
+            unpin=other.unpin or (self.unpin and other.pin is None),
             back=other.back if other.back is not None else self.back,
             stop=self.stop or other.stop,
             waited_s=self.waited_s + other.waited_s,

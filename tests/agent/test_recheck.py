@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxkernel.agent import Agent, AgentConfig
 from ctxkernel.agent.check_tool import CheckOutcome, Outcome
 from ctxkernel.tools import ToolSet
@@ -158,3 +160,38 @@ def test_a_new_best_is_timed_side_by_side_with_the_previous_one(
     said = last_user_text({"messages": state["messages"]})  # what the model reads next
     assert "Version 2 was not faster than version 1 when the two were timed side by side" in said
     assert "Best so far: version 1" in said
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_best_is_rechecked_and_raced_in_fresh_workers(tmp_path: Path) -> None:
+    """The real harness on a GPU: unseen shapes, then A B B A benchmarks of two honest
+    vector adds (BLOCK 1024 and 4096), each in its own worker."""
+    from ctxkernel.agent.check_tool import evaluate, timed
+    from ctxkernel.agent.recheck import Prover
+    from harness.runner import RunOptions
+    from harness.runners import get_runner
+
+    from .conftest import EXAMPLES
+
+    honest = (EXAMPLES / "vector_add" / "solution_triton.py").read_text()
+    paths = []
+    for name, block in (("a", "1024"), ("b", "4096")):
+        (tmp_path / name).mkdir()
+        paths.append(tmp_path / name / "candidate.py")
+        paths[-1].write_text(honest.replace("BLOCK = 1024", f"BLOCK = {block}"))
+    options = timed(RunOptions(device="cuda", trials=2, record=False, backend="triton"), "cuda")
+    runner = get_runner("local", 1)
+    try:
+        prover = Prover(str(EXAMPLES / "vector_add"), options, evaluate, lambda: runner,
+                        has_timing=True)  # fmt: skip
+        proof = prover.prove(2, paths[1], ({"version": 1}, paths[0]), keep=tmp_path / "keep")
+    finally:
+        runner.close()
+    assert proof.status in ("proven", "slower"), proof
+    assert len(proof.shapes) == 2 and all(s["n"] % 2 == 1 for s in proof.shapes)
+    timing = proof.timing
+    assert timing is not None and timing["order"] == [2, 1, 1, 2]
+    assert len(timing["version_us"]) == 2 and len(timing["previous_us"]) == 2
+    assert all(t > 0 for t in timing["version_us"] + timing["previous_us"])
+    assert timing["faster"] == (proof.status == "proven")
+    assert json.loads((tmp_path / "keep" / "verdict.json").read_text())["ok"] is True

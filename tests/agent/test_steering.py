@@ -16,7 +16,7 @@ import pytest
 from ctxkernel.agent import RunRecord
 from ctxkernel.agent.prompt import ENGINEER_MARK
 from ctxkernel.agent.runs import agent_runs_dir
-from ctxkernel.agent.steer import Steering, parse_line, read_paragraphs
+from ctxkernel.agent.steer import Decision, Note, Steering, parse_line, read_paragraphs
 
 from .conftest import EXAMPLES, ROOT, SECRET, files_containing, source
 from .scripted import Reply, ScriptedAPI, last_user_text, tool_use
@@ -268,6 +268,11 @@ def test_typed_lines_and_steer_md_paragraphs(tmp_path: Path) -> None:
     assert parse_line("/frobnicate").text == "unknown command /frobnicate (/help lists them)"
     assert parse_line("/show x").kind == "error"
 
+    pin, unpin = Decision(pin=3), Decision(unpin=True)
+    assert pin.merge(unpin).pin is None and pin.merge(unpin).unpin
+    assert unpin.merge(pin).pin == 3 and not unpin.merge(pin).unpin
+    assert Decision(notes=[Note("a", "console")]).merge(Decision(stop=True)).stop
+
     steer = tmp_path / "steer.md"
     steer.write_text("<!-- a comment\n   over lines -->\nfirst note\ngoes on\n\nsecond")
     notes, offset = read_paragraphs(steer, 0)
@@ -277,3 +282,13 @@ def test_typed_lines_and_steer_md_paragraphs(tmp_path: Path) -> None:
     notes, offset = read_paragraphs(steer, offset)
     assert notes == ["second note"]
     assert read_paragraphs(steer, offset) == ([], offset)
+
+
+def test_runs_plot_marks_where_guidance_arrived(tmp_path: Path) -> None:
+    from ctxkernel.agent.plot import plot_run
+
+    versions = [{"version": 1, "ok": False, "level": 3}, {"version": 2, "ok": True, "level": 5},
+                {"version": 3, "ok": False, "overfit": True, "level": 5}]  # fmt: skip
+    plain = plot_run(versions, tmp_path / "plain.png").read_bytes()
+    marked = plot_run(versions, tmp_path / "marked.png", notes=[1, 2]).read_bytes()
+    assert marked.startswith(b"\x89PNG") and marked != plain

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ class Tmux:
 
     def __init__(self, socket: Path, name: str = "t") -> None:
         self.tmux = need_tmux()
+        if len(str(socket)) > 90:  # a Unix socket path has a length limit (about 100)
+            socket = Path(tempfile.mkdtemp(prefix="ck-tmux-")) / "s"
         self.socket = socket
         self.name = name
         self.exit_log: Path | None = None
