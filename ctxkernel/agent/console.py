@@ -220,7 +220,8 @@ class LiveView:
                 f"round {self.round}" + (f" of {self.max_iters}" if self.max_iters else "")
             )
         spent = f"${self.cost:.4f}" if self.cost is not None else "cost unknown"
-        parts.append(f"{spent} ({self.calls} calls, {_tokens(self.tokens)} tokens)")
+        calls = f"{self.calls} call" + ("" if self.calls == 1 else "s")
+        parts.append(f"{spent} ({calls}, {_tokens(self.tokens)} tokens)")
         return "  ·  ".join(parts)
 
     def render(self) -> Any:
