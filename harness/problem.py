@@ -123,6 +123,7 @@ class Problem:
     bytes_fn: Callable[..., float] | None = None
     support_files: list[Path] = field(default_factory=list)
     description: str = ""
+    unseen: Any = None  # UNSEEN: how unseen shapes are derived (harness/unseen.py)
 
     def public_seed(self, shape_index: int) -> int:
         if shape_index < len(self.seeds):
@@ -264,6 +265,7 @@ def load_native(path: Path) -> Problem:
         flops_fn=getattr(module, "flops", None),
         bytes_fn=getattr(module, "bytes", None),
         description=(module.__doc__ or "").strip(),
+        unseen=getattr(module, "UNSEEN", None),
     )
 
 

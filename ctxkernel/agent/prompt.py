@@ -359,9 +359,27 @@ def system_prompt(
         workflow_section(
             'Submit with check_kernel {"source": <the whole module>, "notes": <one line>}.',
             iterations,
-        ),
+        )
+        + "\n"
+        + ENGINEER_RULE,
     ]
     return "\n\n".join(parts)
+
+
+# A kernel engineer may steer a run (ctxkernel/agent/steer.py): their notes reach the
+# model marked with this line, and the system prompt says what the mark means.
+ENGINEER_MARK = "[Engineer's note]"
+ENGINEER_RULE = (
+    f"5. A user turn may carry text starting with {ENGINEER_MARK}: those are the words of "
+    "the kernel engineer steering this run, who knows this GPU. Follow their guidance "
+    "ahead of your own plan (the rules above still hold) and say in your next notes "
+    "what you changed because of it."
+)
+
+
+def engineer_note(text: str) -> str:
+    """The engineer's words as the model reads them."""
+    return f"{ENGINEER_MARK} {text.strip()}"
 
 
 def tracing_section(backend: str, info: DeviceInfo) -> str:
