@@ -7,9 +7,10 @@ registered with ``remember`` (the agent's API key, read by its client) are repla
 ``[redacted]`` in verdict documents, feedback, ladder lines and run-record files.
 
 ``forget_env(name)`` takes a variable out of this process: its value is remembered (for
-redaction), its bytes are overwritten where the C library keeps them -- the original
-environment block, which ``/proc/<pid>/environ`` reads, is not changed by ``unsetenv`` or
-``os.environ.pop`` -- and then it is unset.
+redaction, and for ``recall``: a later client of this process still finds the key), its
+bytes are overwritten where the C library keeps them -- the original environment block,
+which ``/proc/<pid>/environ`` reads, is not changed by ``unsetenv`` or ``os.environ.pop``
+-- and then it is unset.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _SECRET_NAME = re.compile(
 )
 _NOT_SECRET_NAME = re.compile(r"(_PATH|_FILE|_DIR|_SOCK|_URL|_HOST|_PORT)$")
 _remembered: set[str] = set()
+_forgotten: dict[str, str] = {}
 _lock = threading.Lock()
 
 
@@ -108,12 +110,29 @@ def redact_tree(root: Path) -> list[Path]:
     return changed
 
 
+def recall(name: str) -> str | None:
+    """The variable's value: from the environment, or as it was when ``forget_env`` took it."""
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    with _lock:
+        return _forgotten.get(name)
+
+
+def clear_forgotten() -> None:
+    """Drop what ``forget_env`` kept (a test that removes a key means it gone)."""
+    with _lock:
+        _forgotten.clear()
+
+
 def forget_env(name: str) -> bool:
     """Remember ``name``'s value for redaction, wipe its bytes, unset it. True if it was set."""
     value = os.environ.get(name)
     if value is None:
         return False
     remember(value)
+    with _lock:
+        _forgotten[name] = value
     try:
         libc = ctypes.CDLL(None)
         libc.getenv.restype = ctypes.c_void_p

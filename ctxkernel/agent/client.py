@@ -17,6 +17,7 @@ that outlasts them becomes :class:`APIFailure`, which the loop turns into a clea
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -50,6 +51,7 @@ _FAMILY_PRICES: dict[str, tuple[float, float]] = {
     "haiku": (1.0, 5.0),
 }
 _RETRY_STATUS = {408, 409, 429}
+_CREDENTIALS = (("ANTHROPIC_API_KEY", "api_key"), ("ANTHROPIC_AUTH_TOKEN", "auth_token"))
 _RETRY_ERROR_TYPES = {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
 
 
@@ -258,9 +260,14 @@ class ModelClient:
             if self.sdk is None:
                 import anthropic
 
+                from harness.redact import recall
+
                 kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s}
                 if self.base_url:
                     kwargs["base_url"] = self.base_url
+                for name, arg in _CREDENTIALS:  # an earlier client took them out of os.environ
+                    if name not in os.environ and (value := recall(name)):
+                        kwargs[arg] = value
                 self.sdk = anthropic.Anthropic(**kwargs)
                 _forget_credentials(self.sdk)
             return self.sdk
@@ -365,9 +372,8 @@ def _forget_credentials(sdk: Any) -> None:
     are kept for redaction (``harness/redact.py``)."""
     from harness.redact import forget_env, remember
 
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+    for name, attr in _CREDENTIALS:
         forget_env(name)
-    for attr in ("api_key", "auth_token"):
         value = getattr(sdk, attr, None)
         remember(value if isinstance(value, str) else None)
 
