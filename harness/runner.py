@@ -362,6 +362,10 @@ class LocalSession:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        if self.worker_pid is not None and self.worker_pid != self.proc.pid:
+            # the launcher is gone; wait for the worker too, so its memory (a GPU's
+            # included) is free when the next worker starts
+            _wait_gone(self.worker_pid, 5.0)
 
     def close(self) -> dict[str, Any]:
         """Say goodbye, collect the last findings, and make sure nothing is left running."""
@@ -389,6 +393,21 @@ class LocalSession:
         except OSError:
             return ""
         return data[-limit:].decode(errors="replace")
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    """Whether ``pid`` (not our child) exited, or became a zombie, within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[-1].split()[:1] in (["Z"], ["X"]):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
 
 
 def _rss_bytes(pid: int) -> int | None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import cleanup
+from .. import cleanup, sandbox
 from ..cleanup import kill_processes_under
 from ..redact import looks_secret
 from ..runner import RunOptions, describe_exit, harness_root
@@ -143,6 +143,8 @@ class _Slot:
 
     def start(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
+        if sandbox.isolation().mode == "none":
+            sandbox.harden_parent()  # the workers' grandparent: as out of reach as the slot
         reply_r, reply_w = os.pipe()
         # the slot is its workers' parent: it holds no secret (this process redacts the
         # records it writes, see annotate)

@@ -179,3 +179,54 @@ def test_a_bad_isolation_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CTXKERNEL_ISOLATION", "bogus")
     with pytest.raises(UsageError, match="CTXKERNEL_ISOLATION='bogus': expected one of"):
         resolved_isolation()
+
+
+def test_the_memory_watchdog_reads_the_worker_not_the_launcher(tmp_path: Path) -> None:
+    from harness.runner import LocalSession, RunOptions, _rss_bytes
+
+    work, logs = tmp_path / "work", tmp_path / "logs"
+    work.mkdir()
+    logs.mkdir()
+    session = LocalSession(work, logs, "cpu", RunOptions(), {})
+    try:
+        reply = session.request({"op": "load", "subject": "harness"}, [], 120.0, 1 << 20)
+        assert reply.header.get("ok"), reply.header
+        assert session.worker_pid is not None
+        cmdline = Path(f"/proc/{session.worker_pid}/cmdline").read_bytes()
+        assert b"harness.worker" in cmdline
+        status = Path(f"/proc/{session.worker_pid}/status").read_text()
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid"))
+        worker_rss, launcher_rss = _rss_bytes(session.worker_pid), _rss_bytes(session.pid)
+        assert worker_rss is not None and launcher_rss is not None
+        if session.isolation.namespaces:
+            assert nspid[-1] == "2" and session.worker_pid != session.pid
+            assert worker_rss > launcher_rss  # torch lives in the worker
+        else:
+            assert session.worker_pid == session.pid
+    finally:
+        session.close()
+    stat = Path(f"/proc/{session.worker_pid}/stat")
+    # gone, or a zombie of a worker killed in its teardown, waiting to be reaped
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_the_sandboxed_worker_sees_the_gpu(mode: str) -> None:
+    """In every mode the worker opens /dev/nvidia*, runs a CUDA kernel and reads the
+    driver's /proc entry (its own /proc in a namespace)."""
+    code = (
+        "import glob, os, torch\n"
+        "x = torch.arange(1 << 20, device='cuda', dtype=torch.float32)\n"
+        "ok = bool(((x * 2).sum() == (1 << 20) * ((1 << 20) - 1)).item())\n"
+        "print(torch.cuda.device_count(), ok, len(glob.glob('/dev/nvidia*')) > 0,\n"
+        "      os.path.exists('/proc/driver/nvidia/version'), flush=True)\n"
+    )
+    r, w = os.pipe()
+    cmd = sandbox.command(mode, [sys.executable, "-c", code], w)
+    done = subprocess.run(cmd, pass_fds=(w,), capture_output=True, text=True, timeout=300)
+    os.close(w)
+    os.close(r)
+    assert done.returncode == 0, done.stderr[-3000:]
+    count, ok, devices, driver = done.stdout.split()
+    assert int(count) >= 1 and ok == "True" and devices == "True" and driver == "True"
