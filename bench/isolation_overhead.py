@@ -8,8 +8,9 @@ can use (``CTXKERNEL_ISOLATION=userns``, ``pidns``, ``none``). Each configuratio
 its own process (torch imported once there): one warm-up check, then ``--checks`` timed
 checks of ``examples/vector_add/solution_triton.py`` (one small shape, Triton
 interpreter, no record). Rounds interleave the configurations so the machine's load
-falls on them alike. A second table times the launch alone: ``/bin/true`` started
-directly and through the launcher in each mode.
+falls on them alike. A second table times the launch alone (``--launch-only``: just
+that): ``/bin/true`` started directly and through the launcher in each mode, and the
+probe each process runs once.
 """
 
 from __future__ import annotations
@@ -82,9 +83,14 @@ def main() -> int:
     parser.add_argument("--baseline-tree", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--checks", type=int, default=3)
+    parser.add_argument("--launch-only", action="store_true", help="only the launch table")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from harness import sandbox
+
+    if args.launch_only:
+        print_launch()
+        return 0
 
     modes = [*sandbox.probe()[0], "none"]
     configs: list[tuple[str, Path, str | None]] = [("baseline", args.baseline_tree, None)]
@@ -101,12 +107,24 @@ def main() -> int:
     for name, values in times.items():
         med = statistics.median(values)
         print(f"| {name} | {med:.3f} s | {med - base:+.3f} s ({med / base:.3f}x) | {len(values)} |")
+    print_launch()
+    return 0
+
+
+def print_launch() -> None:
+    from harness import sandbox
+
+    probes = []
+    for _ in range(5):
+        t = time.perf_counter()
+        sandbox.probe()
+        probes.append(time.perf_counter() - t)
     launch = launch_times(20)
     print("\n| launch of /bin/true | median |")
     print("|---|---|")
     for name, value in launch.items():
         print(f"| {name} | {value * 1000:.1f} ms |")
-    return 0
+    print(f"| probe (once per process) | {statistics.median(probes) * 1000:.1f} ms |")
 
 
 if __name__ == "__main__":
