@@ -65,20 +65,25 @@ def _wait(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     return bool(predicate())
 
 
-@pytest.mark.parametrize("runner", ["local", "pool"])
+@pytest.mark.parametrize("runner", ["local", "local-jobs", "pool"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_killing_check_mid_candidate_leaves_no_worker_and_no_temp_dir(
     sig: signal.Signals, runner: str, tmp_path: Path
 ) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    candidate = tmp_path / "sleeper.py"
-    candidate.write_text(SLEEPER)
+    candidates = [tmp_path / "sleeper.py", tmp_path / "sleeper_2.py"]
+    for index, path in enumerate(candidates):  # not the same source: a batch runs each once
+        path.write_text(SLEEPER + f"# sleeper {index}\n")
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "ctxkernel", "check", str(EXAMPLES / "vector_add"), str(candidate)]
-    cmd += ["--no-record", "--timeout", "300", "--shapes", "n=1000", "--seeds", "1"]
+    cmd = [sys.executable, "-m", "ctxkernel", "check", str(EXAMPLES / "vector_add")]
+    cmd += [str(candidates[0]), "--no-record", "--timeout", "300", "--shapes", "n=1000"]
+    cmd += ["--seeds", "1"]
     if runner == "pool":
         cmd += ["--runner", "pool", "--jobs", "1"]
+    elif runner == "local-jobs":  # workers started by the --jobs threads, not the main one
+        cmd += [str(candidates[1]), "--runner", "local", "--jobs", "2"]
+    expected = {"local": 2, "local-jobs": 4, "pool": 3}[runner]  # (slot,) launcher + worker each
     proc = subprocess.Popen(
         cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -86,11 +91,14 @@ def test_killing_check_mid_candidate_leaves_no_worker_and_no_temp_dir(
 
         def sleeping() -> bool:
             logs = tmp.rglob("worker.stdout.log")
-            return any("sleeping in custom_kernel" in p.read_text(errors="replace") for p in logs)
+            started = sum(
+                "sleeping in custom_kernel" in p.read_text(errors="replace") for p in logs
+            )
+            return started == (2 if runner == "local-jobs" else 1)
 
-        assert _wait(sleeping, 240), "the candidate never started"
+        assert _wait(sleeping, 240), "the candidates never started"
         workers = _working_under(tmp)
-        assert len(workers) >= (3 if runner == "pool" else 2), workers  # slot, launcher, worker
+        assert len(workers) >= expected, workers
         proc.send_signal(sig)
         proc.wait(timeout=30)
         assert proc.returncode == -sig
