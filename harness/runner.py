@@ -267,7 +267,7 @@ class LocalSession:
         # the PID whose memory the watchdog reads (in a namespace: not the launcher's)
         self.worker_pid = sandbox.read_pid(pid_r, self.startup_timeout_s)
         if self.worker_pid is None:
-            self.proc.wait()
+            self.kill()
             self._gone = WorkerGone(
                 f"the sandbox could not start the worker ({describe_exit(self.proc.returncode)})",
                 self.stderr_tail(),
