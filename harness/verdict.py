@@ -8,7 +8,8 @@ compact text an agent loop feeds back: the first failing rung, the trimmed error
 offending candidate line or the worst mismatching indices with expected vs got, in under
 about 40 lines. ``performance`` (benchmark, roofline, dumps, profile) sits at the top level
 of the JSON -- ``performance.pct_of_roofline`` is what an agent loop stops on -- and leads
-the feedback of a passed verdict.
+the feedback of a passed verdict. All three are redacted (``harness/redact.py``): no
+secret value this process knows survives in them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .redact import known as known_secrets
+from .redact import redact, redact_obj
 
 FEEDBACK_MAX_LINES = 40
 
@@ -129,6 +133,23 @@ class Verdict:
         gpu = self.environment.get("gpu")
         return f"{self.device} ({gpu})" if gpu else self.device
 
+    def redact_secrets(self) -> Verdict:
+        """Redact, in place, every secret value this process knows (reasons, details,
+        integrity findings, environment...); the runners call it on each verdict."""
+        values = known_secrets()
+        if values:
+            for rung in self.rungs:
+                rung.reason = redact(rung.reason, values)
+                rung.metrics = redact_obj(rung.metrics, values)
+                rung.details = redact_obj(rung.details, values)
+            self.integrity = redact_obj(self.integrity, values)
+            self.environment = redact_obj(self.environment, values)
+            self.seeds = redact_obj(self.seeds, values)
+            self.options = redact_obj(self.options, values)
+            self.performance = redact_obj(self.performance, values)
+            self.candidate = redact(self.candidate, values)
+        return self
+
     def to_json(self) -> dict[str, Any]:
         failed = self.failed_rung
         doc = {
@@ -151,7 +172,7 @@ class Verdict:
             "wall_s": self.wall_s,
             "performance": self.performance,
         }
-        return _jsonable(doc)  # type: ignore[no-any-return]
+        return redact_obj(_jsonable(doc))  # type: ignore[no-any-return]
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Verdict:
@@ -186,6 +207,10 @@ class Verdict:
         )
 
     def lines(self) -> list[str]:
+        values = known_secrets()
+        return [redact(line, values) for line in self._lines()]
+
+    def _lines(self) -> list[str]:
         out = [r.line() for r in self.rungs]
         head = (
             "PASSED"
@@ -201,6 +226,9 @@ class Verdict:
 
     def feedback(self, max_lines: int = FEEDBACK_MAX_LINES) -> str:
         """Compact text for an agent: what failed, where, and what to look at."""
+        return redact(self._feedback(max_lines))
+
+    def _feedback(self, max_lines: int) -> str:
         lines: list[str] = []
         failed = self.failed_rung
         where = f"problem {self.problem}, backend {self.backend}, {self.device_label()}"

@@ -4,8 +4,10 @@ Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --devic
 runner, in its own process group, with its own temp dir as cwd and a scrubbed
 environment. Protocol (one reply per request, strictly in order):
 
-- ``load``: install backend hooks, take the identity snapshot, install the guards, import
-  the candidate (guards on). Reply: environment, integrity findings, or the import error.
+- ``load``: install backend hooks, take the identity snapshot, install the guards, say
+  ``stage: import`` (an interim frame: the worker's own start-up is over, the candidate's
+  import and its time limit begin), import the candidate (guards on). Reply:
+  environment, integrity findings, or the import error.
 - ``call``: build the inputs (new tensors, or new content written into the previous
   tensors in place without bumping identity), poison the allocator, run the entry point
   ``repeat`` times with guards and the op recorder on, snapshot each output, synchronise,
@@ -205,6 +207,8 @@ class Worker:
 
         path = os.path.join(self.workdir, str(req["candidate"]))
         module_name = str(req.get("module", "candidate"))
+        if self.end is not None:  # the parent's clock for the candidate's import starts now
+            self.end.send({"op": "load", "stage": "import"})
         t0 = time.perf_counter()
         error = None
         try:

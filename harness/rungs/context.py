@@ -186,7 +186,7 @@ class LadderContext:
 
     @property
     def compile_timeout_s(self) -> float:
-        return max(self.options.compile_timeout_s, self.backend.min_compile_timeout_s)
+        return max(self.options.import_timeout_s(), self.backend.min_compile_timeout_s)
 
     def load(self) -> dict[str, Any]:
         header = self.load_header()
