@@ -53,6 +53,8 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The click arguments and options of ``check``, shared by both command lines."""
     import click
 
+    from .backends import backend_names
+
     decorators = [
         click.argument("problem", type=click.Path(path_type=Path)),
         click.argument("candidates", nargs=-1, type=click.Path(path_type=Path)),
@@ -93,7 +95,7 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--backend",
-            type=click.Choice(["triton", "cutedsl", "cuda_inline", "torch"]),
+            type=click.Choice(backend_names()),
             default=None,
             help="Declare the candidate's backend.",
         ),
@@ -213,7 +215,7 @@ def perf_run_options(perf: dict[str, Any]) -> dict[str, Any]:
     if perf.get("bench_graph"):
         out["bench_mode"] = "graph"
     if out.get("target"):
-        from .aot import parse_target
+        from .backends import parse_target
 
         try:
             parse_target(str(out["target"]))
@@ -280,9 +282,9 @@ def execute_check(
         )
     cand = load_candidate(paths[0], loaded, backend=backend)
     if not as_json and not feedback:
-        label = options.resolved_device()
-        if label == "cpu" and cand.backend == "triton":
-            label = "cpu (Triton interpreter)"
+        from .backends import get_backend
+
+        label = get_backend(cand.backend).device_label(options.resolved_device())
         print(
             f"checking {cand.path.name} against {loaded.name} ({loaded.format}) on {label}, backend {cand.backend}",
             file=sys.stderr,

@@ -52,11 +52,6 @@ _ENV_KEEP = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES",
-    "TRITON_PTXAS_PATH",
-    "TRITON_CUOBJDUMP_PATH",
-    "TRITON_NVDISASM_PATH",
-    "TRITON_LIBCUDA_PATH",
-    "TRITON_DEFAULT_FP_FUSION",
     "CC",
     "CXX",
     "OMP_NUM_THREADS",
@@ -64,7 +59,7 @@ _ENV_KEEP = {
     "TORCH_CUDA_ARCH_LIST",
     "PYTORCH_NO_CUDA_MEMORY_CACHING",
     "PYTORCH_CUDA_ALLOC_CONF",
-}
+}  # and each backend's env_passthrough
 _ENV_KEEP_PREFIXES = ("LC_",)
 
 
@@ -159,9 +154,10 @@ def harness_root() -> Path:
 
 
 def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)
-    }
+    from .backends import cache_env, env_passthrough
+
+    keep = _ENV_KEEP | env_passthrough()
+    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(_ENV_KEEP_PREFIXES)}
     home = workdir / ".home"
     tmp = workdir / ".tmp"
     for d in (home, tmp):
@@ -175,10 +171,7 @@ def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
             "HOME": str(home),
             "TMPDIR": str(tmp),
             "XDG_CACHE_HOME": str(home / ".cache"),
-            "TRITON_CACHE_DIR": str(home / ".triton-cache"),
-            "TRITON_HOME": str(home),
-            "TORCH_EXTENSIONS_DIR": str(home / ".torch-extensions"),
-            "CUTE_DSL_CACHE_DIR": str(home / ".cute-cache"),
+            **cache_env(home),
             "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",

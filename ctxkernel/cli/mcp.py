@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from harness.backends import backend_names
+
 from .common import index_options
 
 
@@ -35,7 +37,7 @@ from .common import index_options
 )
 @click.option(
     "--backend",
-    type=click.Choice(["triton", "cutedsl", "cuda_inline", "torch"]),
+    type=click.Choice(backend_names()),
     default=None,
     help="(check_kernel) Declare the candidates' backend.",
 )

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from .. import channel
-from ..backends import get_backend
+from ..backends import get_backend, snapshot_imports
 from ..candidate import Candidate
 from ..errors import ProblemError
 from ..policy import Policy
@@ -176,7 +176,7 @@ class LadderContext:
             "backend": self.candidate.backend,
             "forbidden": self.policy.runtime(),
             "settle_s": self.options.settle_s,
-            "import_triton": "triton" in self.candidate.source,
+            "snapshot_imports": snapshot_imports(self.candidate.source, self.candidate.backend),
         }
         if subject != "candidate":
             header["subject"] = subject
@@ -359,7 +359,7 @@ class LadderContext:
                 [
                     {
                         "kind": "backend",
-                        "message": f"declared backend {self.candidate.backend} but no {_backend_label(self.candidate.backend)} kernel was launched in a call to {what}",
+                        "message": f"declared backend {self.candidate.backend} but no {self.backend.label} kernel was launched in a call to {what}",
                     }
                 ]
             )
@@ -513,12 +513,6 @@ class LadderContext:
         ]
         if sizes:
             self.output_bytes[inputs.shape_index] = [sum(sizes) * 2, *sizes]
-
-
-def _backend_label(name: str) -> str:
-    return {"triton": "Triton", "cutedsl": "CuTeDSL", "cuda_inline": "CUDA extension"}.get(
-        name, name
-    )
 
 
 def _clone(value: Any) -> Any:

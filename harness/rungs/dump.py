@@ -3,8 +3,8 @@
 Not gating: it informs. The artefacts come from a candidate worker (the benchmark's when
 one ran -- its caches hold every version compiled for the timed shapes -- else a fresh
 ``dump`` worker that calls the candidate once on the largest of the problem's shapes);
-with ``--target sm_90`` Triton kernels are compiled ahead of time from the recorded
-launches, which needs no GPU. ``harness/dumps.py`` writes them under
+how is the backend's ``dump_plan``: with ``--target sm_90`` Triton kernels are compiled
+ahead of time from the recorded launches, which needs no GPU. ``harness/dumps.py`` writes them under
 ``DIR/<kernel>/<version>/``, disassembles them and lists what an expert would look at.
 """
 
@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends import Backend, all_backends
 from ..dumps import write_dump
 from ..runner import WorkerGone
 from ..verdict import RungResult
@@ -53,6 +54,18 @@ def expects_mma(ctx: LadderContext) -> bool:
     return bool(_MATMUL.search(ctx.problem.name) or _MATMUL.search(ctx.problem.description[:200]))
 
 
+def no_dump_reason(backend: Backend, target: str | None) -> str:
+    """Why a backend has no artefacts on a CPU machine (its ``dump_plan`` said None)."""
+    if not backend.compiles_kernels:
+        return f"a {backend.label} candidate compiles no kernel of its own"
+    aot = ", ".join(b.label for b in all_backends() if b.aot_without_gpu) or "no backend"
+    if target:
+        return f"ahead-of-time compiles for {target} without a GPU exist for {aot} only"
+    return (
+        f"without a GPU nothing is compiled at run time: add --target sm_90 ({aot}, ahead of time)"
+    )
+
+
 def _numel(shape: Any) -> float:
     numbers = [abs(v) for v in shape.values() if isinstance(v, int) and not isinstance(v, bool)]
     return float(math.prod(numbers)) if numbers else 0.0
@@ -78,33 +91,11 @@ class DumpRung:
 
     def run(self, ctx: LadderContext) -> RungResult:
         target = ctx.options.target
-        if ctx.candidate.backend == "torch":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "a PyTorch candidate compiles no kernel of its own",
-            )
-        if target and ctx.candidate.backend != "triton" and ctx.device == "cpu":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                f"ahead-of-time compiles for {target} without a GPU exist for Triton only",
-            )
-        if not target and ctx.device == "cpu":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "without a GPU nothing is compiled at run time: add --target sm_90 (Triton, ahead of time)",
-            )
+        plan = ctx.backend.dump_plan(ctx.device, target)
+        if plan is None:
+            return RungResult(self.name, None, False, {}, no_dump_reason(ctx.backend, target))
         role = "bench" if "bench" in ctx.aux_sessions else "dump"
-        interpreted = ctx.device == "cpu" and ctx.candidate.backend == "triton"
-        env = {"CTXKERNEL_RECORD_ONLY": "1"} if interpreted else None
+        env = plan.worker_env or None
         try:
             session, reply = ctx.aux(role, env=env)
         except WorkerGone as gone:
@@ -112,7 +103,7 @@ class DumpRung:
         if reply.get("error"):
             return self._not_loaded("dump", reply)
         if role not in ctx.aux_called:
-            shape = dump_shape(ctx) if interpreted else dict(max(ctx.shapes, key=_numel))
+            shape = dump_shape(ctx) if plan.record_only else dict(max(ctx.shapes, key=_numel))
             inputs = ctx.make_inputs(0, 0, shape=shape)
             timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
             record = ctx.call(inputs, timeout_s=timeout, session=session)
@@ -128,12 +119,12 @@ class DumpRung:
                 )
         request: dict[str, Any] = {"op": "artifacts", "target": target}
         try:
-            if target and interpreted:
-                # launches recorded under the interpreter are compiled where it is off
+            if plan.compile_env is not None:
+                # the recorded launches are compiled ahead of time in a second worker
                 launches = session.request(
                     {"op": "artifacts", "launches_only": True}, [], 60.0, 1 << 24
                 ).header.get("launches")
-                session, reply = ctx.aux("aot", env={"TRITON_INTERPRET": "0"})
+                session, reply = ctx.aux("aot", env=plan.compile_env)
                 if reply.get("error"):
                     return self._not_loaded("compile", reply)
                 request["launches"] = launches or []
@@ -162,6 +153,7 @@ class DumpRung:
                 ctx.candidate.backend,
                 expects_mma(ctx),
                 list(head.get("notes") or []),
+                ctx.backend.mma_hint,
             )
         finally:
             if temporary:

@@ -104,9 +104,7 @@ class Ladder:
         env["reference_precision"] = REFERENCE_PRECISION_FLAGS
         if ctx.device == "cuda" and torch.cuda.is_available():
             env.setdefault("gpu", torch.cuda.get_device_name(0))
-        interpreter = bool(env.get("triton_interpreter")) or (
-            ctx.device == "cpu" and ctx.candidate.backend == "triton"
-        )
+        interpreter = bool(env.get("triton_interpreter")) or ctx.backend.interpreted_on(ctx.device)
         ok = bool(results) and not any(r.ok is False for r in results)
         return Verdict(
             ok=ok,

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 TRACE_TIMEOUT_S = 600.0
 TRACE_SEED_SALT = 4000
-TRACEABLE = {"triton", "cuda_inline", "cutedsl"}
 TRACE_FILE_SUFFIX = ".trace.json"
 
 
@@ -54,9 +53,11 @@ class TraceRung:
             return self.skipped(
                 f"no GPU: intra-kernel traces read GPU clocks (this check ran on {ctx.device})"
             )
-        backend = ctx.candidate.backend
-        if backend not in TRACEABLE:
-            return self.skipped(f"backend {backend} has no kernel of its own to instrument")
+        backend = ctx.backend
+        if not backend.compiles_kernels:
+            return self.skipped(f"backend {backend.name} has no kernel of its own to instrument")
+        if backend.trace_recorder is None:
+            return self.skipped(f"backend {backend.name} has no intra-kernel trace recorder")
         shape = bench_shapes(ctx)[0]
         request = {
             "op": "trace",

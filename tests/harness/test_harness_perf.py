@@ -524,11 +524,11 @@ except Exception:
     pass
 guard.deactivate()
 print("VIOLATIONS", [v.message for v in guard.take_violations()])
-from harness.artifacts import CAPTURED_CUTE
+from harness.backends.cutedsl import CAPTURED
 import os
 dumped = sorted(os.listdir(os.environ["CUTE_DSL_DUMP_DIR"]))
-ptx = CAPTURED_CUTE[0].__ptx__ or ""
-print("COUNT", counter.count, "CAPTURED", len(CAPTURED_CUTE), "V4", "ld.global.v4" in ptx)
+ptx = CAPTURED[0].__ptx__ or ""
+print("COUNT", counter.count, "CAPTURED", len(CAPTURED), "V4", "ld.global.v4" in ptx)
 print("DUMPED", " ".join(dumped))
 """
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness.backends import get_backend
 from harness.rungs.ladder import Ladder
 from harness.rungs.trace import TraceRung
 from harness.runner import LocalRunner, Reply, RunOptions, WorkerGone, check
@@ -42,6 +43,7 @@ class FakeCtx:
                  device: str = "cuda", load_error: str = "") -> None:  # fmt: skip
         self.device = device
         self.candidate = SimpleNamespace(backend=backend, path=tmp / "cand.py")
+        self.backend = get_backend(backend)
         self.options = SimpleNamespace(trace=True, bench_shapes=None, dump_dir=None)
         self.problem = SimpleNamespace(
             name="matmul_bf16", bench_shapes=[{"m": 64, "k": 64, "n": 64}], public_seed=lambda i: 11
