@@ -80,7 +80,7 @@ def _recorded(worker: Worker, call: Any) -> Any:
 
 
 def _reference_call(worker: Worker, shape: dict[str, Any]) -> Any:
-    from .rungs.context import reference_precision
+    from .precision import reference_precision
 
     problem = worker.problem
     assert problem is not None

@@ -448,10 +448,8 @@ class LocalRunner:
                 extra = {**env_extra, **(env or {})}
                 return LocalSession(workdir, logdir, device, options, extra, tag=tag)
 
-            ctx = LadderContext(problem, candidate, options, device, open_session)
-            ctx.oneshot = functools.partial(
-                run_oneshot, workdir, logdir, device, options, env_extra
-            )
+            oneshot = functools.partial(run_oneshot, workdir, logdir, device, options, env_extra)
+            ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
                 verdict = (self.ladder or Ladder.default()).run(ctx)
             finally:

@@ -21,10 +21,12 @@ from ..backends import Backend, all_backends
 from ..dumps import write_dump
 from ..runner import WorkerGone
 from ..verdict import RungResult
-from .run import call_failure
+from .common import call_failure
+from .results import DumpReport
 
 if TYPE_CHECKING:
     from .context import LadderContext
+    from .results import Earlier
 
 _MATMUL = re.compile(r"(matmul|gemm|bmm|\bmm\b|linear|attention|conv)", re.IGNORECASE)
 
@@ -43,11 +45,11 @@ def dump_shape(ctx: LadderContext) -> dict[str, Any]:
         if nbytes is not None and nbytes <= RECORD_ONLY_MAX_BYTES:
             return dict(shape)
 
-    return dict(max(ctx.shapes, key=_numel))
+    return dict(max(ctx.inputs.shapes, key=_numel))
 
 
 def expects_mma(ctx: LadderContext) -> bool:
-    shape = ctx.problem.bench_shapes[0] if ctx.problem.bench_shapes else ctx.shapes[-1]
+    shape = ctx.problem.bench_shapes[0] if ctx.problem.bench_shapes else ctx.inputs.shapes[-1]
     flops, nbytes = ctx.problem.flops(shape), ctx.problem.bytes(shape)
     if flops and nbytes and flops / nbytes >= 16:
         return True
@@ -81,42 +83,28 @@ class DumpRung:
     def _not_loaded(self, which: str, reply: dict[str, Any]) -> RungResult:
         """Not a verdict on the candidate: the artefacts could not be made."""
         message = str((reply.get("error") or {}).get("message", ""))[:300]
-        return RungResult(
-            self.name,
-            None,
-            False,
-            {},
-            f"the {which} worker could not load the candidate: {message}",
-        )
+        return RungResult.skip(self, f"the {which} worker could not load the candidate: {message}")
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         target = ctx.options.target
         plan = ctx.backend.dump_plan(ctx.device, target)
         if plan is None:
-            return RungResult(self.name, None, False, {}, no_dump_reason(ctx.backend, target))
-        role = "bench" if "bench" in ctx.aux_sessions else "dump"
-        env = plan.worker_env or None
+            return RungResult.skip(self, no_dump_reason(ctx.backend, target))
+        role = "bench" if ctx.workers.is_open("bench") else "dump"
         try:
-            session, reply = ctx.aux(role, env=env)
+            session, reply = ctx.workers.aux(role, env=plan.worker_env or None)
         except WorkerGone as gone:
-            return RungResult(self.name, None, False, {}, f"dump worker: {gone.reason}")
+            return RungResult.skip(self, f"dump worker: {gone.reason}")
         if reply.get("error"):
             return self._not_loaded("dump", reply)
-        if role not in ctx.aux_called:
-            shape = dump_shape(ctx) if plan.record_only else dict(max(ctx.shapes, key=_numel))
-            inputs = ctx.make_inputs(0, 0, shape=shape)
-            timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
-            record = ctx.call(inputs, timeout_s=timeout, session=session)
-            ctx.aux_called.add(role)
-            failure = call_failure(ctx, record)
-            if failure is not None:
-                return RungResult(
-                    self.name,
-                    None,
-                    False,
-                    {},
-                    f"the call before the dump failed: {failure[0]}",
-                )
+        shape = dump_shape(ctx) if plan.record_only else dict(max(ctx.inputs.shapes, key=_numel))
+        timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
+        record = ctx.workers.call(
+            ctx.inputs.make(0, 0, shape=shape), timeout_s=timeout, session=session
+        )
+        failure = call_failure(ctx, record)
+        if failure is not None:
+            return RungResult.skip(self, f"the call before the dump failed: {failure[0]}")
         request: dict[str, Any] = {"op": "artifacts", "target": target}
         try:
             if plan.compile_env is not None:
@@ -124,18 +112,16 @@ class DumpRung:
                 launches = session.request(
                     {"op": "artifacts", "launches_only": True}, [], 60.0, 1 << 24
                 ).header.get("launches")
-                session, reply = ctx.aux("aot", env=plan.compile_env)
+                session, reply = ctx.workers.aux("aot", env=plan.compile_env)
                 if reply.get("error"):
                     return self._not_loaded("compile", reply)
                 request["launches"] = launches or []
             answer = session.request(request, [], 600.0, 1 << 28)
         except WorkerGone as gone:
-            return RungResult(self.name, None, False, {}, f"collecting artefacts: {gone.reason}")
+            return RungResult.skip(self, f"collecting artefacts: {gone.reason}")
         head = answer.header
         if not head.get("ok"):
-            return RungResult(
-                self.name, None, False, {}, f"{str(head.get('harness_error'))[-300:]}"
-            )
+            return RungResult.skip(self, str(head.get("harness_error"))[-300:])
         files = [
             (meta, bytes(answer.tensors[i].numpy().tobytes()))
             for i, meta in enumerate(head.get("files") or [])
@@ -163,7 +149,7 @@ class DumpRung:
         reports = summary["reports"]
         if not reports:
             note = "; ".join(summary["notes"]) or "no artefacts"
-            return RungResult(self.name, None, False, {}, f"{note}", {"dump": summary})
+            return RungResult.skip(self, note, {"dump": summary})
         metrics: dict[str, Any] = {
             "kernels": summary["kernels"],
             "versions": summary["versions"],
@@ -182,23 +168,25 @@ class DumpRung:
         reason = "; ".join(findings[:3]) if findings else "nothing an expert would flag"
         if summary.get("directory"):
             reason += f" (written to {summary['directory']})"
-        ctx.performance["dump"] = {
-            "directory": summary.get("directory"),
-            "findings": findings,
-            "mma": mma,
-            "kernels": [
-                {
-                    k: r.get(k)
-                    for k in (
-                        "kernel",
-                        "version",
-                        "registers",
-                        "shared_bytes",
-                        "local_bytes",
-                        "spill_stores",
-                    )
-                }
-                for r in reports[:8]
-            ],
-        }
-        return RungResult(self.name, True, self.gating, metrics, reason, {"dump": summary})
+        report = DumpReport(
+            {
+                "directory": summary.get("directory"),
+                "findings": findings,
+                "mma": mma,
+                "kernels": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "kernel",
+                            "version",
+                            "registers",
+                            "shared_bytes",
+                            "local_bytes",
+                            "spill_stores",
+                        )
+                    }
+                    for r in reports[:8]
+                ],
+            }
+        )
+        return RungResult.passed(self, metrics, reason, {"dump": summary}, output=report)
