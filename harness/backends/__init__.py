@@ -1,12 +1,13 @@
 """Kernel backends and their registry: the one list every backend choice reads.
 
-One module per backend (``triton``, ``cutedsl``, ``cuda_inline``, ``pytorch``), each a
-``Backend`` subclass (``base.py`` says what a backend declares) with its prompt primer in
-``<module>_primer.md`` beside it. ``REGISTRY`` below is the list: detection tries it in
-order (the most specific first, plain PyTorch last), and the CLI's ``--backend`` choices,
-the worker's hooks, the static scan's kernel decorators, the guards' allowances, the
-scrubbed environment's cache folders and the agent's primers all come from it. Adding a
-backend is a module, a line here, an example and a corpus file.
+One module per backend, each a ``Backend`` subclass (``base.py`` says what a backend
+declares) with its prompt primer in ``<module>_primer.md`` beside it; a backend may keep
+helpers in modules of its own (``triton_aot.py``). ``REGISTRY`` below is the list:
+detection tries it in order (the most specific first, plain PyTorch last), and the CLI's
+``--backend`` choices, the worker's hooks, the static scan's kernel decorators, the
+guards' allowances, the scrubbed environment's cache folders and the agent's primers all
+come from it. Adding a backend is a module (and its primer), a line here, an example, a
+corpus file and an extra in ``pyproject.toml``.
 
 The worker imports this package too: nothing here may import torch or a DSL at module level.
 """
