@@ -20,10 +20,12 @@ from .base import Backend, DumpPlan, File, LaunchCounter, parse_target
 from .cuda_inline import CudaInlineBackend
 from .cutedsl import CuteDSLBackend
 from .pytorch import PyTorchBackend
+from .tilelang import TileLangBackend
 from .triton import TritonBackend
 
 REGISTRY: tuple[Backend, ...] = (
     CuteDSLBackend(),
+    TileLangBackend(),
     CudaInlineBackend(),
     TritonBackend(),
     PyTorchBackend(),
