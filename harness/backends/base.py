@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-File = tuple[
-    dict[str, Any], bytes
-]  # an artefact: its metadata (name, kernel, version, kind) and bytes
+# an artefact: its metadata (name, kernel, version, kind) and its bytes
+File = tuple[dict[str, Any], bytes]
 TRACING_HEADING = "## Tracing"
 
 
