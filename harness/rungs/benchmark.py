@@ -36,14 +36,14 @@ from .. import channel
 from ..benchstats import StopRule, summarize
 from ..metrics import compare
 from ..precision import reference_precision
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from ..timing import bench_seed
 from ..verdict import RungResult
 from .inputs import flatten, shape_label
 from .results import ShapeTiming, Timings
 
 if TYPE_CHECKING:
-    from ..runner import WorkerSession
+    from ..session import WorkerSession
     from .context import LadderContext
     from .results import Earlier
 

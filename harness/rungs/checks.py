@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..backends import Backend
     from ..candidate import Candidate
     from ..policy import Policy
-    from ..runner import WorkerGone
+    from ..session import WorkerGone
     from .workers import CallRecord
 
 BACKGROUND = (

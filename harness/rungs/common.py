@@ -19,7 +19,7 @@ import torch
 
 from ..ceilings import Ceilings, cache_key, from_measurement, load_cached, store
 from ..metrics import Comparison, compare
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from .checks import OutputLeaf
 from .inputs import clone, flatten
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from ..staticscan import ScanResult
 from ..verdict import RungResult
 from .checks import in_kernel

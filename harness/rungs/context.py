@@ -26,8 +26,8 @@ from .workers import SessionFactory, Workers
 
 if TYPE_CHECKING:
     from ..candidate import Candidate
+    from ..options import RunOptions
     from ..problem import Problem
-    from ..runner import RunOptions
 
 
 class LadderContext:

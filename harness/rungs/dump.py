@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import Backend, all_backends
 from ..dumps import write_dump
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from ..verdict import RungResult
 from .common import call_failure
 from .results import DumpReport

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from ..errors import ProblemError
+from ..options import RunOptions
 from ..precision import reference_precision
 from ..problem import Problem
-from ..runner import RunOptions
 
 
 def mix_seed(public: int, trial: int, secret: int) -> int:

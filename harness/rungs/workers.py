@@ -22,15 +22,15 @@ import torch
 
 from .. import channel
 from ..backends import snapshot_imports
-from ..runner import WorkerGone, WorkerSession
+from ..session import WorkerGone, WorkerSession
 from .checks import Findings, OutputChecks, OutputLeaf
 
 if TYPE_CHECKING:
     from ..backends import Backend
     from ..candidate import Candidate
+    from ..options import RunOptions
     from ..policy import Policy
     from ..problem import Problem
-    from ..runner import RunOptions
     from .inputs import Inputs, TrialInputs
 
 
