@@ -1,14 +1,16 @@
 """Runners: where a candidate's worker runs. ``Runner`` is the seam, ``LocalRunner`` the default.
 
 ``Runner.run(problem, candidate, options) -> Verdict`` is all a caller sees; the rung
-ladder talks to its worker only through a ``WorkerSession`` (``request`` / ``close``), so
-a pool, SSH or Ray runner can run the same rungs wherever the GPU is.
+ladder talks to its worker only through a ``WorkerSession`` (``request`` / ``close``,
+defined in ``session.py`` with ``WorkerGone``), so a pool, SSH or Ray runner can run the
+same rungs wherever the GPU is. ``RunOptions`` is in ``options.py``; both are importable
+from here. The rungs import neither this module nor the runners.
 
 ``LocalSession`` spawns ``python -m harness.worker`` through the sandbox
 (``harness/sandbox.py``: a PID namespace of its own where the machine allows one, and
 ``PR_SET_PDEATHSIG`` so it dies with its check) in its own process group, its own temp
-dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``, caches inside the
-temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS set by the worker
+dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``, every backend's
+caches inside the temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS set by the worker
 on CPU; an RSS watchdog here, since RLIMIT_AS breaks CUDA), and turns a hang, a crash or
 an early exit into a ``WorkerGone`` with a reason ("crashed with SIGSEGV", "timed out
 after 20 s", "worker exited with status 0 before reporting a result").
@@ -28,11 +30,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import channel, cleanup, sandbox
+from .options import RunOptions
+from .session import Reply, WorkerGone, WorkerSession
 
 if TYPE_CHECKING:
     import torch
@@ -52,11 +55,6 @@ _ENV_KEEP = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES",
-    "TRITON_PTXAS_PATH",
-    "TRITON_CUOBJDUMP_PATH",
-    "TRITON_NVDISASM_PATH",
-    "TRITON_LIBCUDA_PATH",
-    "TRITON_DEFAULT_FP_FUSION",
     "CC",
     "CXX",
     "OMP_NUM_THREADS",
@@ -64,90 +62,20 @@ _ENV_KEEP = {
     "TORCH_CUDA_ARCH_LIST",
     "PYTORCH_NO_CUDA_MEMORY_CACHING",
     "PYTORCH_CUDA_ALLOC_CONF",
-}
+}  # and each backend's env_passthrough
 _ENV_KEEP_PREFIXES = ("LC_",)
-
-
-@dataclass
-class RunOptions:
-    """How to check: device, trials, limits, and the switches tests use."""
-
-    device: str | None = None  # None: cuda when available, else cpu
-    trials: int = 3  # fresh inputs per shape (the first new tensors, the rest in place)
-    shapes: list[dict[str, Any]] | None = None  # override the problem's SHAPES
-    timeout_s: float = 30.0  # per request
-    compile_timeout_s: float | None = None  # the candidate's import; None: timeout_s
-    startup_timeout_s: float = 120.0  # the worker's own start-up, before any candidate code
-    first_call_timeout_s: float = 120.0  # on a GPU, the first call (JIT compile, autotuning)
-    memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
-    burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
-    settle_s: float = 0.05  # wait after a call before checking the output again
-    policy_scan: bool = True  # False: static policy findings are reported, not gating
-    backend: str | None = None  # declared backend; None: the candidate's declaration or detection
-    secret: int | None = None  # secret seed; None: os.urandom
-    record: bool = True
-    runs_dir: Path | None = None
-    python: str | None = None  # interpreter for the worker; None: this one
-    allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
-    # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
-    bench: bool = False  # time the candidate (and the reference) on BENCH_SHAPES
-    bench_shapes: list[dict[str, Any]] | None = None  # None: the problem's BENCH_SHAPES
-    bench_budget_s: float = 3.0  # per shape and subject, split over the rounds
-    bench_rel_ci: float = 0.01  # stop when the median's 95% CI half-width is within this
-    bench_l2: str | None = None  # "flush" | "hot"; None: the problem's BENCH_L2, else flush
-    bench_mode: str = "events"  # "events" (flush/spin ahead of each launch) | "graph"
-    bench_reference: bool = True  # time the reference too (speedups)
-    compile_ref: bool = False  # also time torch.compile of the reference
-    speedup_review: float = 10.0  # speedups above this are flagged for review
-    dump_dir: Path | None = None  # write IR/PTX/CUBIN/SASS and the resource report here
-    target: str | None = None  # compile Triton ahead of time for this target (sm_90)
-    profile: bool = False  # ncu the candidate's kernels in a separate worker
-    # -- intra-kernel tracing (issue 8): harness/rungs/trace.py --------------------------
-    trace: bool = False  # time sections inside the kernel in a separate instrumented worker
-
-    def import_timeout_s(self) -> float:
-        """Seconds the candidate's import (and the builds it starts) may take."""
-        return self.timeout_s if self.compile_timeout_s is None else self.compile_timeout_s
-
-    def resolved_device(self) -> str:
-        if self.device:
-            return self.device
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class WorkerGone(Exception):
-    """The worker is dead or was killed; ``reason`` says how, ``detail`` what it printed."""
-
-    def __init__(self, reason: str, detail: str = "", returncode: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
-        self.returncode = returncode
-
-
-@dataclass
-class Reply:
-    header: dict[str, Any]
-    tensors: list[torch.Tensor] = field(default_factory=list)
-
-
-class WorkerSession(Protocol):
-    """What the ladder needs from a worker, wherever it runs."""
-
-    def request(
-        self,
-        header: dict[str, Any],
-        tensors: Sequence[torch.Tensor],
-        timeout_s: float,
-        max_reply_bytes: int,
-    ) -> Reply: ...
-
-    def close(self) -> dict[str, Any]: ...
-
-    @property
-    def logs(self) -> dict[str, Path]: ...
+__all__ = [
+    "LocalRunner",
+    "LocalSession",
+    "Reply",
+    "RunOptions",
+    "Runner",
+    "WorkerGone",
+    "WorkerSession",
+    "check",
+    "run_oneshot",
+    "scrubbed_env",
+]
 
 
 class Runner(Protocol):
@@ -159,9 +87,10 @@ def harness_root() -> Path:
 
 
 def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)
-    }
+    from .backends import cache_env, env_passthrough
+
+    keep = _ENV_KEEP | env_passthrough()
+    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(_ENV_KEEP_PREFIXES)}
     home = workdir / ".home"
     tmp = workdir / ".tmp"
     for d in (home, tmp):
@@ -175,10 +104,7 @@ def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
             "HOME": str(home),
             "TMPDIR": str(tmp),
             "XDG_CACHE_HOME": str(home / ".cache"),
-            "TRITON_CACHE_DIR": str(home / ".triton-cache"),
-            "TRITON_HOME": str(home),
-            "TORCH_EXTENSIONS_DIR": str(home / ".torch-extensions"),
-            "CUTE_DSL_CACHE_DIR": str(home / ".cute-cache"),
+            **cache_env(home),
             "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
@@ -455,10 +381,8 @@ class LocalRunner:
                 extra = {**env_extra, **(env or {})}
                 return LocalSession(workdir, logdir, device, options, extra, tag=tag)
 
-            ctx = LadderContext(problem, candidate, options, device, open_session)
-            ctx.oneshot = functools.partial(
-                run_oneshot, workdir, logdir, device, options, env_extra
-            )
+            oneshot = functools.partial(run_oneshot, workdir, logdir, device, options, env_extra)
+            ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
                 verdict = (self.ladder or Ladder.default()).run(ctx)
             finally:

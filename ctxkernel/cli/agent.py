@@ -22,11 +22,13 @@ from typing import Any
 
 import click
 
+from harness.backends import backend_names
+
 from ..errors import UserError
 from ..render import json_line
 from .common import index_options, json_option
 
-BACKENDS = ["triton", "cutedsl", "cuda_inline", "torch"]
+BACKENDS = backend_names()  # the harness's backend registry
 # option name -> AgentConfig field; what --resume lets a command line change
 RESUMABLE = {
     "model": "model",
