@@ -11,11 +11,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import config
-from .corpus import Corpus, Hit, get_corpus, language_for, load_corpora, parse_chunk_id
+from .corpus import (
+    Corpus,
+    Hit,
+    corpus_errors,
+    get_corpus,
+    language_for,
+    load_corpora,
+    parse_chunk_id,
+)
 from .docs import DocsResult
 from .docs import lookup as docs_lookup
 from .embed import Embedder
-from .errors import UserError
+from .errors import UserError, check_text
 from .grep import GrepResult, grep
 from .progress import Progress
 from .search import Filters, Searcher, SearchResult
@@ -36,6 +44,7 @@ class CorpusStatus:
     upstream: str | None = None  # the upstream's version now, when it could be asked
     size_bytes: int = 0
     defined: bool = True
+    error: str = ""  # why the corpus's definition file does not load, or ""
 
     @property
     def moved_on(self) -> bool | None:
@@ -63,6 +72,7 @@ class CorpusStatus:
             "upstream_version": self.upstream,
             "upstream_moved": self.moved_on,
             "defined": self.defined,
+            "error": self.error,
         }
 
 
@@ -157,9 +167,10 @@ class Workspace:
         from .sources import source_from_record
 
         defs = self.definitions()
+        errors = corpus_errors()
         indexed = set(self.store.corpora())
         out: list[CorpusStatus] = []
-        for name in sorted(set(defs) | indexed):
+        for name in sorted(set(defs) | indexed | set(errors)):
             corpus = defs.get(name)
             record = self.store.record(name) if name in indexed else None
             status = CorpusStatus(
@@ -168,6 +179,7 @@ class Workspace:
                 indexed=record is not None,
                 record=record,
                 defined=corpus is not None,
+                error=errors.get(name, "") if corpus is None else "",
             )
             if record is not None:
                 status.size_bytes = _dir_size(self.store.index_dir / "lexical" / name)
@@ -196,6 +208,8 @@ class Workspace:
     ) -> SearchResult:
         """Search; ``rerank`` re-scores the best fused candidates with a local
         cross-encoder (``rerank.py``) before the cut at ``k``."""
+        _check_texts(query=query, path=path, language=language, kind=kind)
+        _check_texts(*(corpora or []), what="corpus")
         filters = Filters(path=path, language=language, kind=kind)
         if not rerank:
             return self.searcher.search(query, corpora, k, mode, filters)
@@ -214,6 +228,8 @@ class Workspace:
         self, topic: str, corpora: list[str] | None = None, alternatives: int = 5
     ) -> DocsResult:
         """The section or definition documenting ``topic`` (an instruction, API or name)."""
+        _check_texts(topic=topic)
+        _check_texts(*(corpora or []), what="corpus")
         if not topic.strip():
             raise UserError("empty docs topic")
         names = corpora or self.store.corpora()
@@ -227,10 +243,12 @@ class Workspace:
         return docs_lookup(self.store, topic, names, alternatives)
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
+        _check_texts(corpus=corpus, pattern=pattern, path=kwargs.get("path_glob"))
         return grep(self.store, corpus, pattern, **kwargs)
 
     def read(self, ref: str, start: int | None = None, end: int | None = None) -> FileRange:
         """Lines of an indexed file: ``corpus:path[:start-end]``."""
+        check_text(ref, "reference")
         corpus, path, s, e = parse_chunk_id(ref)
         start = start if start is not None else s
         end = end if end is not None else e
@@ -265,6 +283,14 @@ class Workspace:
 
     def hits_to_json(self, hits: list[Hit]) -> list[dict[str, Any]]:
         return [h.to_json() for h in hits]
+
+
+def _check_texts(*values: str, what: str = "", **named: str | None) -> None:
+    for value in values:
+        check_text(value, what)
+    for name, given in named.items():
+        if given is not None:
+            check_text(given, name)
 
 
 def _file_lines(local: str) -> tuple[list[str] | None, str]:

@@ -108,9 +108,12 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
     for col in ("corpus", "source", "version", "indexed", "files", "chunks", "size", "upstream"):
         table.add_column(col)
     for st in statuses:
+        if st.error:
+            click.echo(f"ctxkernel: warning: {st.error}", err=True)
         r = st.record
         if r is None:
-            table.add_row(st.name, "-", "-", "not indexed", "-", "-", "-", "-")
+            state = "broken definition" if st.error else "not indexed"
+            table.add_row(st.name, "-", "-", state, "-", "-", "-", "-")
             continue
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.indexed_at)) if r.indexed_at else "-"
