@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import UserError
+from ..errors import UserError, check_text
 
 # command name -> "module:attribute" (module relative to this package)
 COMMANDS: dict[str, str] = {
@@ -83,16 +83,21 @@ def cli() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: maps errors to exit codes, never a traceback for user errors."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        rv = cli.main(
-            args=list(argv) if argv is not None else None,
-            prog_name="ctxkernel",
-            standalone_mode=False,
-        )
+        for arg in args:
+            # undecodable bytes in argv arrive as lone surrogates: refuse them here, once,
+            # rather than deep inside a tokenizer, SQLite or a JSON writer
+            check_text(arg, "argument")
+        rv = cli.main(args=args, prog_name="ctxkernel", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "ctxkernel"
+        _error_line(f"{exc.format_message().rstrip('.')} (see `{where} --help`)")
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        _error_line(exc.format_message())
         sys.exit(2)
     except click.Abort:
         sys.exit(130)
@@ -109,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _error_line(message: str) -> None:
+    # the first line, whatever the message holds (a lone surrogate must not end the process)
     first = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    first = first.encode("utf-8", "backslashreplace").decode("utf-8")
     print(f"ctxkernel: error: {first}", file=sys.stderr)
 
 
