@@ -110,8 +110,9 @@ _MAX_TOKENS_PROP: dict[str, Any] = {
     "minimum": MIN_MAX_TOKENS,
     "maximum": MAX_MAX_TOKENS,
     "default": DEFAULT_MAX_TOKENS,
-    "description": "Upper bound on the size of the result in tokens (about 4 characters "
-    "each). Longer output is cut between hits or lines, with a note saying what was left out.",
+    "description": "Upper bound on the size of the result in tokens (about 3 characters "
+    "of code each). Longer output is cut between hits or lines, with a note saying what "
+    "was left out.",
 }
 
 _CORPORA_PROP: dict[str, Any] = {
@@ -429,6 +430,9 @@ def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
         if len(desc) > 200:
             desc = desc[:199] + "…"
         r = st.record
+        if st.error and r is None:
+            lines.append(f"- {st.name}: its definition does not load: {st.error}")
+            continue
         if r is None:
             lines.append(f"- {st.name}: {desc} (not indexed: `ctxkernel index {st.name}`)")
             continue
