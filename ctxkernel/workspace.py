@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import config
+from .confine import Confinement
 from .corpus import (
     Corpus,
     Hit,
@@ -261,7 +262,9 @@ class Workspace:
             raise UserError(
                 f"{corpus}:{path} is not an indexed file (try `ctxkernel search` or `grep` to find paths)"
             )
-        lines, source = _file_lines(entry.local)
+        key = (str(self.store.index_dir), corpus, cache.get_info("generation") or "")
+        confined = Confinement.for_corpus(key, {p: e.local for p, e in cache.files().items()})
+        lines, source = _file_lines(confined, entry.local, f"{corpus}:{path}")
         if lines is None:
             lines, source = _lines_from_chunks(cache.chunks_of_file(path)), "chunks"
         total = len(lines)
@@ -293,13 +296,15 @@ def _check_texts(*values: str, what: str = "", **named: str | None) -> None:
             check_text(given, name)
 
 
-def _file_lines(local: str) -> tuple[list[str] | None, str]:
+def _file_lines(confined: Confinement, local: str, what: str) -> tuple[list[str] | None, str]:
+    """The lines of a recorded file's copy on disk; (None, "") when it is gone; Refused
+    when it now leads out of the corpus snapshot."""
     if not local:
         return None, ""
-    try:
-        return Path(local).read_text(encoding="utf-8", errors="replace").splitlines(), "file"
-    except OSError:
+    data = confined.read_bytes(local, what)
+    if data is None:
         return None, ""
+    return data.decode("utf-8", "replace").splitlines(), "file"
 
 
 def _lines_from_chunks(chunks: list[Any]) -> list[str]:

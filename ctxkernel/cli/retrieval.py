@@ -313,11 +313,17 @@ def grep_cmd(
                 "truncated": result.truncated,
                 "engine": result.engine,
                 "took_ms": round(result.took_ms, 1),
+                "refused": result.refused,
             }
         )
     else:
         print_hits(result.hits, snippet_lines=2 * context + 20, show_score=False)
         note = f"; stopped early: {result.truncated}" if result.truncated else ""
+        if result.refused:
+            note += (
+                f"; left out {result.refused} files that now resolve outside the corpus "
+                f"(re-index with `ctxkernel index {corpus}`)"
+            )
         click.echo(
             f"{len(result.hits)} blocks in {result.files_searched} files ({result.engine}, {result.took_ms:.0f} ms){note}",
             err=True,

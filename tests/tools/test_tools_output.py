@@ -238,33 +238,6 @@ def test_read_rejects_files_not_in_the_index(toolset: ToolSet) -> None:
     assert bad.is_error and "start <= end" in bad.text
 
 
-@pytest.fixture
-def swapped(ws: Workspace, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """Replace an indexed file (or its folder) on disk by a symlink out of the corpus;
-    put it back afterwards (the index is shared by the session)."""
-    entry = ws.store.cache("demo").file("include/copy.hpp")
-    assert entry is not None and entry.local
-    local = Path(entry.local)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "copy.hpp").write_text("TOP SECRET\n")
-    saved = local.with_name("copy.hpp.saved")
-    moved: list[tuple[Path, Path]] = []
-
-    def swap(what: str) -> None:
-        target = local if what == "file" else local.parent
-        backup = target.with_name(target.name + ".saved")
-        target.rename(backup)
-        moved.append((target, backup))
-        target.symlink_to(outside / "copy.hpp" if what == "file" else outside)
-
-    yield swap
-    for target, backup in reversed(moved):
-        target.unlink()
-        backup.rename(target)
-    assert not saved.exists() and "make_tiled_copy" in local.read_text()
-
-
 @pytest.mark.parametrize("what", ["file", "folder"])
 def test_read_refuses_a_symlink_out_of_the_corpus(
     toolset: ToolSet, swapped: Callable[[str], None], what: str
