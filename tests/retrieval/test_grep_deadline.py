@@ -116,7 +116,7 @@ def test_grep_without_ripgrep_uses_the_python_engine_within_the_limit(
             "--index-dir",
             str(slow_ws.store.index_dir),
             "--json",
-        )  # fmt: skip
+        )
     )
     assert took < TIMEOUT + MARGIN
     assert isinstance(res, CliResult) and res.code == 1

@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +19,6 @@ import pytest
 from anthropic.types import ToolUseBlock
 from retrieval.conftest import CliResult
 
-from ctxkernel import Workspace
 from ctxkernel.tools import ToolSet, anthropic_tools, run_tool_use
 
 from .conftest import DemoIndex
