@@ -8,7 +8,7 @@ import time
 import click
 
 from .. import progress as progress_mod
-from ..render import json_line, print_file_range, print_hits
+from ..render import console, json_line, print_file_range, print_hits
 from .common import index_options, json_option, workspace
 
 
@@ -101,7 +101,6 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
         for st in statuses:
             json_line(st.to_json())
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
@@ -131,7 +130,7 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
             _size(st.size_bytes),
             moved,
         )
-    Console().print(table)
+    console().print(table)
     return 0
 
 
