@@ -241,7 +241,7 @@ class Workspace:
                 raise UserError(
                     f"corpus {name!r} is not indexed (indexed: {', '.join(self.store.corpora())})"
                 )
-        return docs_lookup(self.store, topic, names, alternatives)
+        return docs_lookup(self.store, topic, names, alternatives, explicit=bool(corpora))
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
         _check_texts(corpus=corpus, pattern=pattern, path=kwargs.get("path_glob"))

@@ -292,8 +292,12 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     topic: str = args["topic"]
     result = ws.docs(topic, _corpora_arg(args.get("corpus")), args["alternatives"])
     budget = Budget(args["max_tokens"])
+    if result.hint:
+        budget.add(f"Note: {result.hint}.")
     if result.best is None:
         text = f"No definition or section found for {topic!r}."
+        if result.hint:
+            return f"{text} {result.hint}."
         if result.suggestions:
             text += " Did you mean: " + ", ".join(result.suggestions) + "?"
         return text + " Try search(query=...) with other words."
