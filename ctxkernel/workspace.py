@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import config
+from . import config, damage
 from .confine import Confinement
 from .corpus import (
     Corpus,
@@ -143,28 +143,43 @@ class Workspace:
         ref: str = "",
         progress: Progress | None = None,
         force: bool = False,
+        rebuild: bool = False,
     ) -> IndexReport:
+        """Index ``name`` from ``source`` (default: the corpus's own). ``force`` re-chunks
+        and re-embeds everything (the embedding cache is not used); ``rebuild`` drops the
+        corpus's index first, setting aside whatever of the store is damaged, and builds it
+        again, reusing cached vectors."""
         from .indexer import index_corpus  # chunkers, sources: only when indexing
         from .sources import resolve_source
 
+        check_text(name, "corpus")
         corpus = self.corpus(name)
         src = resolve_source(corpus, source, ref)
-        return index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
+        with damage.guard(self.store, [name], indexing=True):
+            notes = damage.clear_for_rebuild(self.store, name) if rebuild else []
+            report = index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
+        report.notes[:0] = notes
+        return report
 
     def update(self, name: str, progress: Progress | None = None) -> IndexReport:
         from .indexer import index_corpus
         from .sources import source_from_record
 
         corpus = self.corpus(name)
-        record = self.store.record(name)
-        if record is None or not record.origin:
-            raise UserError(
-                f"corpus {name!r} is not indexed yet; run `ctxkernel index {name}` first"
-            )
-        src = source_from_record(corpus, record.source_kind, record.origin)
-        return index_corpus(self.store, corpus, src, self.embedder, progress)
+        with damage.guard(self.store, [name], indexing=True):
+            record = self.store.record(name)
+            if record is None or not record.origin:
+                raise UserError(
+                    f"corpus {name!r} is not indexed yet; run `ctxkernel index {name}` first"
+                )
+            src = source_from_record(corpus, record.source_kind, record.origin)
+            return index_corpus(self.store, corpus, src, self.embedder, progress)
 
     def status(self, check_upstream: bool = True) -> list[CorpusStatus]:
+        with damage.guard(self.store):
+            return self._status(check_upstream)
+
+    def _status(self, check_upstream: bool) -> list[CorpusStatus]:
         from .sources import source_from_record
 
         defs = self.definitions()
@@ -211,6 +226,21 @@ class Workspace:
         cross-encoder (``rerank.py``) before the cut at ``k``."""
         _check_texts(query=query, path=path, language=language, kind=kind)
         _check_texts(*(corpora or []), what="corpus")
+        with damage.guard(self.store, corpora):
+            return self._search(query, corpora, k, mode, path, language, kind, rerank, rerank_model)
+
+    def _search(
+        self,
+        query: str,
+        corpora: list[str] | None,
+        k: int,
+        mode: str,
+        path: str | None,
+        language: str | None,
+        kind: str | None,
+        rerank: bool,
+        rerank_model: str | None,
+    ) -> SearchResult:
         filters = Filters(path=path, language=language, kind=kind)
         if not rerank:
             return self.searcher.search(query, corpora, k, mode, filters)
@@ -241,15 +271,22 @@ class Workspace:
                 raise UserError(
                     f"corpus {name!r} is not indexed (indexed: {', '.join(self.store.corpora())})"
                 )
-        return docs_lookup(self.store, topic, names, alternatives, explicit=bool(corpora))
+        with damage.guard(self.store, names):
+            return docs_lookup(self.store, topic, names, alternatives, explicit=bool(corpora))
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
         _check_texts(corpus=corpus, pattern=pattern, path=kwargs.get("path_glob"))
-        return grep(self.store, corpus, pattern, **kwargs)
+        with damage.guard(self.store, [corpus]):
+            return grep(self.store, corpus, pattern, **kwargs)
 
     def read(self, ref: str, start: int | None = None, end: int | None = None) -> FileRange:
         """Lines of an indexed file: ``corpus:path[:start-end]``."""
         check_text(ref, "reference")
+        corpus = parse_chunk_id(ref)[0]
+        with damage.guard(self.store, [corpus]):
+            return self._read(ref, start, end)
+
+    def _read(self, ref: str, start: int | None, end: int | None) -> FileRange:
         corpus, path, s, e = parse_chunk_id(ref)
         start = start if start is not None else s
         end = end if end is not None else e

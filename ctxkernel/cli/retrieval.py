@@ -25,7 +25,16 @@ from .common import index_options, json_option, workspace
     "--ref", default="", help="Git branch, tag or commit to index (default: the corpus's ref)."
 )
 @click.option(
-    "--force", is_flag=True, help="Re-chunk and re-embed everything, even unchanged files."
+    "--force",
+    is_flag=True,
+    help="Re-chunk and re-embed everything, even unchanged files (cached vectors are not "
+    "used; slow on a CPU).",
+)
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Repair: drop this corpus's index (setting aside a damaged store) and build it "
+    "again from the source, reusing cached vectors.",
 )
 @index_options
 @json_option
@@ -34,6 +43,7 @@ def index_cmd(
     source: str | None,
     ref: str,
     force: bool,
+    rebuild: bool,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -48,10 +58,13 @@ def index_cmd(
       ctxkernel index triton --source pkg:triton
       ctxkernel index cutlass --source ~/mirrors/cutlass.git
       ctxkernel index ptx --source ./ptx-isa.html
+      ctxkernel index triton --rebuild      # after an error that names a damaged index
     """
     ws = workspace(index_dir, chroma_url)
     with progress_mod.for_cli(as_json) as progress:
-        report = ws.index(name, source=source, ref=ref, progress=progress, force=force)
+        report = ws.index(
+            name, source=source, ref=ref, progress=progress, force=force, rebuild=rebuild
+        )
     if as_json:
         json_line(report.to_json())
     else:
@@ -79,6 +92,8 @@ def _print_report(report: object) -> None:
     from ..indexer import IndexReport
 
     assert isinstance(report, IndexReport)
+    for note in report.notes:
+        click.echo(f"ctxkernel: {note}", err=True)
     skipped = ", ".join(f"{n} {k}" for k, n in sorted(report.skipped.items())) or "none"
     total = sum(report.seconds.values())
     click.echo(
