@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import UserError, check_text
+from ..errors import UserError, check_text, shown
 
 # command name -> "module:attribute" (module relative to this package)
 COMMANDS: dict[str, str] = {
@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             # undecodable bytes in argv arrive as lone surrogates: refuse them here, once,
             # rather than deep inside a tokenizer, SQLite or a JSON writer
             check_text(arg, "argument")
+            if "\0" in arg:  # no real argv holds one; a caller in-process could
+                raise UserError(f"argument {shown(arg)} holds a NUL character")
         rv = cli.main(args=args, prog_name="ctxkernel", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -107,6 +109,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         _quiet_broken_pipe()
         sys.exit(0)
+    except OSError as exc:
+        # the file system refused a path the user gave (too long, not permitted, full)
+        where = f": {shown(exc.filename)}" if exc.filename else ""
+        _error_line(f"{exc.strerror or exc}{where}")
+        sys.exit(2)
     except KeyboardInterrupt:
         _error_line("interrupted")
         sys.exit(130)

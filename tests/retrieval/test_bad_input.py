@@ -139,3 +139,34 @@ def test_usage_errors_are_one_line(
 ) -> None:
     line = _one_error_line(run_cli(*args), fragment)
     assert "--help" in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("corpora", "--offline", "--index-dir", "x" * 5000),
+        ("search", "x", "--index-dir", "a/" + "x" * 300),
+        ("eval", "x" * 5000),
+        ("check", "x" * 5000, "y.py"),
+        ("runs", "--runs-dir", "x" * 5000),
+        ("tools", "run", "docs", "--input", "x" * 5000),
+        ("corpora", "--index-dir", "bad\0path"),
+        ("show", "demo:\0"),
+    ],
+)
+def test_path_arguments_too_long_or_with_nul_are_one_line_errors(
+    run_cli: Callable[..., CliResult], args: tuple[str, ...]
+) -> None:
+    _one_error_line(run_cli(*args))
+
+
+def test_index_dir_that_is_a_file_is_a_one_line_error(
+    tmp_path: Path, run_cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = tmp_path / "not-a-dir"
+    file.write_text("x")
+    assert "is a file" in _one_error_line(run_cli("corpora", "--index-dir", str(file)))
+    monkeypatch.setenv("CTXKERNEL_INDEX_DIR", str(file))  # past click's own check
+    _one_error_line(run_cli("search", "x"), "is not a folder")
+    monkeypatch.setenv("CTXKERNEL_INDEX_DIR", str(file / "sub"))
+    _one_error_line(run_cli("search", "x"), "not a folder")
