@@ -187,9 +187,10 @@ def test_fuzz_cli_arguments(
         written = {k for k in set(after) | set(before) if before.get(k) != after.get(k)}
         assert not written, ([a[:60] for a in argv], sorted(written)[:10])
         # an index made where the example asked is its own: gone before the next one
-        gc.collect()  # closes what still holds its SQLite files
-        for d in new_dirs:
-            shutil.rmtree(d, ignore_errors=True)
+        if any(d.exists() for d in new_dirs):
+            gc.collect()  # closes what still holds its SQLite files
+            for d in new_dirs:
+                shutil.rmtree(d, ignore_errors=True)
 
     one()
 
