@@ -49,6 +49,7 @@ class Confinement:
     def __init__(self, root: Path | None) -> None:
         self.root = os.path.realpath(root) if root is not None else None
         self._dirs: dict[str, bool] = {}
+        self._reals: dict[str, str] = {}
 
     @classmethod
     def for_corpus(
@@ -64,12 +65,30 @@ class Confinement:
             real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
         )
 
+    def _real_dir(self, folder: str) -> str:
+        """realpath of a folder, one lstat per folder not seen yet in this request (the
+        parents' answers are reused)."""
+        real = self._reals.get(folder)
+        if real is not None:
+            return real
+        parent, name = os.path.split(folder)
+        if not name or parent == folder:
+            real = os.path.realpath(folder)
+        else:
+            try:
+                link = stat.S_ISLNK(os.lstat(folder).st_mode)
+            except OSError:
+                link = True  # gone or unreadable: let realpath say what it is
+            real = os.path.realpath(folder) if link else os.path.join(self._real_dir(parent), name)
+        self._reals[folder] = real
+        return real
+
     def allows(self, local: str) -> bool:
         """Whether ``local`` is a regular file that resolves inside the snapshot."""
         folder = os.path.dirname(local)
         ok = self._dirs.get(folder)
         if ok is None:
-            ok = self._dirs[folder] = self._inside(os.path.realpath(folder))
+            ok = self._dirs[folder] = self._inside(self._real_dir(folder))
         if not ok:
             return False
         try:

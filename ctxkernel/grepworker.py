@@ -1,10 +1,10 @@
 """The Python grep engine, run as a child process (``python -m ctxkernel.grepworker``)
 so that a request's deadline can kill it in the middle of a match, whatever the pattern
-does: a backtracking engine cannot be interrupted from inside the process, and the
-``regex`` package's own ``timeout`` counts CPU time, which a busy machine stretches.
+does: a backtracking engine cannot be interrupted from inside the process (and the
+``regex`` package's own ``timeout`` counts CPU time, which a busy machine stretches).
 
-Reads one job (a JSON object) on stdin, matches line by line with ``regex`` (Python's
-``re`` syntax and more), and writes JSON Lines on stdout, flushed as they are found:
+Reads one job (a JSON object) on stdin, matches line by line with Python's ``re`` (the
+``regex`` package for syntax ``re`` lacks, where installed), and writes JSON Lines on stdout, flushed as they are found:
 ``{"block": [path, [[number, text, is_match], ...]]}`` for each group of matching lines
 with their context, then ``{"end": reason}`` (``""`` or ``"max results (N)"``) or
 ``{"error": message}`` for a pattern that does not compile.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -65,12 +66,27 @@ def _texts(job: dict[str, Any]) -> Iterable[tuple[str, int, str]]:
             yield path, int(start), text or ""
 
 
-def run(job: dict[str, Any], out: TextIO) -> None:
-    import regex
-
+def compile_pattern(pattern: str, ignore_case: bool) -> Any:
+    """Python's ``re`` (fast); for what it cannot read (``\\p{L}``, ``\\X`` ...) the
+    ``regex`` package when it is installed. ValueError with the reason otherwise."""
     try:
-        rx = regex.compile(job["pattern"], regex.IGNORECASE if job.get("ignore_case") else 0)
-    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except (re.error, OverflowError, RecursionError) as exc:
+        first = exc
+    try:
+        import regex
+    except ImportError:
+        raise ValueError(str(first)) from None
+    try:
+        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+    except (regex.error, ValueError, OverflowError, RecursionError):
+        raise ValueError(str(first)) from None
+
+
+def run(job: dict[str, Any], out: TextIO) -> None:
+    try:
+        rx = compile_pattern(job["pattern"], bool(job.get("ignore_case")))
+    except ValueError as exc:
         out.write(json.dumps({"error": str(exc)}) + "\n")
         return
     limit = int(job["max_results"])
