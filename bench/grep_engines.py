@@ -82,7 +82,9 @@ def main() -> None:
             env={**env, "PYTHONPATH": tree}, capture_output=True, text=True, check=True,
         )  # fmt: skip
         rows[label] = json.loads(proc.stdout.strip().splitlines()[-1])
-    print("| corpus | pattern | plain rg | rg: baseline | rg: now | python: baseline | python: now | blocks |")
+    print(
+        "| corpus | pattern | plain rg | rg: baseline | rg: now | python: baseline | python: now | blocks |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for corpus in corpora:
         for pattern in PATTERNS:
