@@ -51,6 +51,7 @@ class IndexReport:
     embeddings_reused: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # repairs made on the way, for people
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -228,6 +229,11 @@ def _index_corpus(
         store.drop(corpus.name)
         before = None
     cache = store.cache(corpus.name)
+    if before is None and cache.exists():
+        # a local cache the records do not know (left behind when they were reset): its
+        # files would count as unchanged and never reach chroma
+        store.drop(corpus.name)
+        cache = store.cache(corpus.name)
     if (
         before is not None
         and before.generation
@@ -277,8 +283,9 @@ def _index_corpus(
     emb_cache = EmbeddingCache(store.index_dir / "embeddings.sqlite")
     try:
         t = _write_changes(
-            store, corpus.name, work, embedder, emb_cache, progress, report, clock, t
-        )
+            store, corpus.name, work, embedder, emb_cache, progress, report, clock, t,
+            reuse=not force,
+        )  # fmt: skip
     finally:
         emb_cache.close()
 
@@ -331,7 +338,11 @@ def _write_changes(
     report: IndexReport,
     clock: _Clock,
     t: float,
+    *,
+    reuse: bool = True,
 ) -> float:
+    """Embed what is missing (everything when not ``reuse``: --force re-embeds, and the
+    fresh vectors replace the cached ones), then write the files' chunks in batches."""
     import numpy as np
 
     texts: dict[str, str] = {}
@@ -342,7 +353,7 @@ def _write_changes(
             key = reuse_key(c.path, text)
             keys_of[c.id] = key
             texts.setdefault(key, text)
-    cached = emb_cache.get_many(embedder.key, texts)
+    cached = emb_cache.get_many(embedder.key, texts) if reuse else {}
     missing = [k for k in texts if k not in cached]
     report.embeddings_reused = sum(1 for k in keys_of.values() if k in cached)
     t = clock.lap("embed-lookup", t)

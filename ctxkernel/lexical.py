@@ -8,12 +8,15 @@ different things well:
   by a file as a whole (a tutorial, an example); its best chunk stands for it.
 
 Each field is ranked separately and the Searcher fuses the rankings. Built from the
-corpus cache at the end of every index run, written to a temp dir and swapped in.
+corpus cache at the end of every index run, written to a temp dir and swapped in. A
+search over several corpora scores them with one IDF over all of them
+(``shared_idf_weights``), so their scores compare.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterable
@@ -25,6 +28,37 @@ from .tokenize import tokenize
 
 FIELDS = ("body", "head", "file")
 BM25_PARAMS = {"body": (1.2, 0.75), "head": (1.2, 0.3), "file": (1.2, 0.75)}
+
+
+def idf(docs: int, holding: int) -> float:
+    """BM25's (Lucene's) inverse document frequency, as bm25s computes it."""
+    return math.log(1 + (docs - holding + 0.5) / (holding + 0.5))
+
+
+def shared_idf_weights(
+    stats: dict[str, dict[str, tuple[int, dict[str, int]]]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per corpus, field and token: the IDF over all the corpora together divided by the
+    corpus's own, so that the corpora's BM25 scores are those of one index over all of
+    them (up to each corpus's own average length) and can be merged by score.
+
+    ``stats`` is corpus -> field -> ``doc_stats``."""
+    totals: dict[str, tuple[int, dict[str, int]]] = {}
+    for fields in stats.values():
+        for field, (docs, df) in fields.items():
+            n, merged = totals.get(field, (0, {}))
+            for t, d in df.items():
+                merged[t] = merged.get(t, 0) + d
+            totals[field] = (n + docs, merged)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for corpus, fields in stats.items():
+        out[corpus] = {}
+        for field, (docs, df) in fields.items():
+            all_docs, all_df = totals[field]
+            out[corpus][field] = {
+                t: idf(all_docs, all_df[t]) / idf(docs, d) for t, d in df.items() if d
+            }
+    return out
 
 
 def head_text(path: str, symbol: str, title: str, defines: str) -> str:
@@ -100,8 +134,24 @@ class LexicalIndex:
                 )
         return LexicalIndex(rows, file_of, models)
 
-    def scores(self, field: str, tokens: list[str]) -> Any:
-        """BM25 scores of ``field`` for every chunk position (file scores spread to their chunks)."""
+    def doc_stats(self, field: str, tokens: list[str]) -> tuple[int, dict[str, int]]:
+        """(documents in ``field``, {query token: documents holding it}): what an IDF over
+        several corpora is computed from."""
+        model = self.models.get(field)
+        if model is None:
+            return 0, {}
+        indptr = model.scores["indptr"]
+        df = {}
+        for t in set(tokens):
+            tid = model.vocab_dict.get(t)
+            if tid is not None:
+                df[t] = int(indptr[tid + 1] - indptr[tid])
+        return int(model.scores["num_docs"]), df
+
+    def scores(self, field: str, tokens: list[str], weights: dict[str, float] | None = None) -> Any:
+        """BM25 scores of ``field`` for every chunk position (file scores spread to their
+        chunks); ``weights`` scales each token's part (an IDF of several corpora over this
+        corpus's own)."""
         import numpy as np
 
         model = self.models.get(field)
@@ -111,23 +161,48 @@ class LexicalIndex:
         if not known:
             n = len(self.rows) if field != "file" else int(self.file_of.max(initial=-1)) + 1
             scores = np.zeros(n, dtype=np.float32)
-        else:
+        elif weights is None:
             scores = np.asarray(model.get_scores(known), dtype=np.float32)
+        else:
+            data, indices, indptr = (model.scores[k] for k in ("data", "indices", "indptr"))
+            scores = np.zeros(int(model.scores["num_docs"]), dtype=np.float32)
+            for t in known:
+                tid = model.vocab_dict[t]
+                lo, hi = indptr[tid], indptr[tid + 1]
+                np.add.at(scores, indices[lo:hi], data[lo:hi] * np.float32(weights.get(t, 1.0)))
         return scores[self.file_of] if field == "file" else scores
 
     def rank(self, tokens: list[str], depth: int, allowed: Any = None) -> dict[str, list[int]]:
-        """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions.
+        """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions."""
+        return {
+            field: [row for row, _ in ranked]
+            for field, ranked in self.rank_scored(tokens, depth, allowed).items()
+        }
 
-        The ``file`` ranking lists each matching file once, through its best chunk by body score.
+    def rank_scored(
+        self,
+        tokens: list[str],
+        depth: int,
+        allowed: Any = None,
+        weights: dict[str, dict[str, float]] | None = None,
+    ) -> dict[str, list[tuple[int, float]]]:
+        """(cache row, BM25 score) ranked by each field, best first; ``allowed`` is a
+        boolean mask over chunk positions, ``weights`` per field and token scale the
+        token's part of the score. The scores are what rankings of several corpora are
+        merged by (see ``Searcher``).
+
+        The ``file`` ranking lists each matching file once, through its best chunk by body
+        score, with the file's score.
         """
         import numpy as np
 
-        out: dict[str, list[int]] = {}
+        out: dict[str, list[tuple[int, float]]] = {}
         if not len(self.rows):
             return {field: [] for field in FIELDS}
-        body = self.scores("body", tokens)
+        weights = weights or {}
+        body = self.scores("body", tokens, weights.get("body"))
         for field in FIELDS:
-            scores = body if field == "body" else self.scores(field, tokens)
+            scores = body if field == "body" else self.scores(field, tokens, weights.get(field))
             if allowed is not None:
                 scores = np.where(allowed, scores, 0.0)
             if field == "file":
@@ -135,14 +210,14 @@ class LexicalIndex:
                 key = scores + 1e-6 * body / (float(body.max(initial=0.0)) + 1.0)
                 order = np.argsort(-key, kind="stable")
                 seen: set[int] = set()
-                picked: list[int] = []
+                picked: list[tuple[int, float]] = []
                 for pos in order:
                     if key[pos] <= 0 or len(picked) >= depth:
                         break
                     f = int(self.file_of[pos])
                     if f not in seen:
                         seen.add(f)
-                        picked.append(int(self.rows[pos]))
+                        picked.append((int(self.rows[pos]), float(scores[pos])))
                 out[field] = picked
                 continue
             n = min(depth, int((scores > 0).sum()))
@@ -151,5 +226,5 @@ class LexicalIndex:
                 continue
             top = np.argpartition(-scores, n - 1)[:n]
             top = top[np.argsort(-scores[top], kind="stable")]
-            out[field] = [int(self.rows[i]) for i in top]
+            out[field] = [(int(self.rows[i]), float(scores[i])) for i in top]
         return out

@@ -427,8 +427,25 @@ class Store:
         try:
             data = json.loads(self._records_file.read_text())
         except (OSError, json.JSONDecodeError):
-            return None
-        return data if isinstance(data, dict) else None
+            data = None
+        if not isinstance(data, dict):
+            # a damaged mirror: chroma holds the truth, write it again from there
+            data = self._records_from_chroma()
+            self._write_local_records(data)
+        return data
+
+    def forget_local_records(self) -> None:
+        """Empty the records mirror (the chroma store it mirrored was set aside)."""
+        self._write_local_records({})
+
+    def close(self) -> None:
+        """Let go of the chroma client and its files (before the store is moved)."""
+        self._collections.clear()
+        if self._client is not None:
+            self._client = None
+            from chromadb.api.client import SharedSystemClient
+
+            SharedSystemClient.clear_system_cache()
 
     def _write_local_records(self, records: dict[str, dict[str, Any]]) -> None:
         if self.chroma_url:
