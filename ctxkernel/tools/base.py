@@ -193,7 +193,7 @@ def _deliverable(text: str) -> str:
 
 
 def _default_workspace() -> Workspace:
-    from .workspace import Workspace
+    from ..workspace import Workspace
 
     return Workspace()
 
