@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from ..docs import DocsResult
+from ..paramspec import click_params, from_cli
+from ..queries import DocsQuery
 from ..render import console, is_terminal, json_line
 from .common import index_options, json_option, workspace
 
@@ -14,28 +17,12 @@ _PROSE = {"markdown", "rst", "html", "text", "notebook"}
 
 
 @click.command("docs")
-@click.argument("topic")
-@click.option(
-    "--corpus", "-c", "corpora", multiple=True, help="Only these corpora (default: all indexed)."
-)
-@click.option(
-    "--alternatives",
-    "-n",
-    default=5,
-    show_default=True,
-    help="How many close alternatives to list.",
-)
+@click_params(DocsQuery)
 @click.option("--plain", is_flag=True, help="Print the text as is, without terminal rendering.")
 @index_options
 @json_option
 def docs_cmd(
-    topic: str,
-    corpora: tuple[str, ...],
-    alternatives: int,
-    plain: bool,
-    index_dir: str | None,
-    chroma_url: str | None,
-    as_json: bool,
+    plain: bool, index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any
 ) -> int:
     """Look up a PTX instruction or directive, a Triton API or a CuTe/CuTeDSL name.
 
@@ -51,8 +38,9 @@ def docs_cmd(
       ctxkernel docs triton.testing.do_bench
       ctxkernel docs cute.make_layout
     """
-    ws = workspace(index_dir, chroma_url)
-    result = ws.docs(topic, list(corpora) or None, alternatives)
+    request = from_cli(DocsQuery, params)
+    topic = request.topic
+    result = request.run(workspace(index_dir, chroma_url))
     if as_json:
         json_line(result.to_json())
         return 0 if result.best else 1
