@@ -98,11 +98,10 @@ def _from_kineto(results: Any) -> list[KernelRecord]:
         if activity and not any(a in activity for a in _GPU_ACTIVITIES):
             continue  # a GPU-side user annotation, not work
         name = str(event.name())
-        start = int(event.start_ns()) if hasattr(event, "start_ns") else int(event.start_us()) * 1000
-        if hasattr(event, "end_ns"):
-            end = int(event.end_ns())
-        else:
-            end = start + int(event.duration_ns())
+        start = (
+            int(event.start_ns()) if hasattr(event, "start_ns") else int(event.start_us()) * 1000
+        )
+        end = int(event.end_ns()) if hasattr(event, "end_ns") else start + int(event.duration_ns())
         out.append(
             KernelRecord(
                 name=name,
