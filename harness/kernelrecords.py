@@ -33,7 +33,7 @@ try:  # captured before any candidate code runs
     from torch.profiler import profile as _profile
 except Exception:  # pragma: no cover - a torch without the profiler
     _Activity = None  # type: ignore[assignment,misc]
-    _profile = None  # type: ignore[assignment]
+    _profile = None  # type: ignore[assignment,misc]
 
 
 @dataclass(frozen=True)
