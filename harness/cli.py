@@ -130,7 +130,29 @@ def check_from_cli(values: dict[str, Any], echo: Callable[[str], None] | None = 
         candidates=list(values.get("candidates") or ()),
         **values_from_cli(CheckCommand, values),
     )
-    return execute_check(command, RunOptions(**values_from_cli(RunOptions, values)), echo)
+    options = RunOptions(**values_from_cli(RunOptions, values))
+    if len(command.candidates) == 1 and not (command.runner or command.jobs or command.resume):
+        prestart(options)
+    return execute_check(command, options, echo)
+
+
+def prestart(options: RunOptions) -> None:
+    """One local check: start the worker template and the sandbox probe now, so their
+    start-up overlaps this process's own imports (torch, the problem, the candidate)."""
+    import threading
+
+    from . import sandbox, templates
+
+    if options.warm:
+        templates.prestart(options.python)
+    threading.Thread(target=_probe_quietly, args=(sandbox,), daemon=True).start()
+
+
+def _probe_quietly(sandbox: Any) -> None:
+    try:
+        sandbox.isolation()
+    except Exception:
+        pass  # a bad setting is reported by the check itself
 
 
 def execute_check(

@@ -136,6 +136,11 @@ class Backend:
         """Runs in the worker before the candidate is imported; returns a launch counter."""
         return None
 
+    def warm_template(self) -> None:
+        """Runs once in a worker template (``harness/zygote.py``) before it forks any
+        worker: harness-only warm-ups every worker would otherwise repeat. No CUDA, no
+        candidate code, nothing that reads a worker's own environment or folders."""
+
     def prepare_trace(self, device: str, candidate_path: str) -> None:
         """Runs in the worker before the candidate is imported (trace support); never raises."""
 
