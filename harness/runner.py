@@ -121,7 +121,7 @@ class LocalSession:
         template = None
         if options.warm and not templates.needs_fresh_interpreter(env_extra):
             try:
-                template = templates.template_for(python)
+                template = templates.template_for(python, env_extra)
             except (OSError, templates.TemplateError) as exc:
                 self.warm_note = f"no warm template: {exc}"
         if template is not None:

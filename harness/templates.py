@@ -47,7 +47,8 @@ PREFIX = "ctxkernel-template-"
 # environment a worker may not get by replacement after the interpreter started
 FRESH_ENV_PREFIXES = ("PYTHON", "LD_", "MALLOC", "OMP_", "MKL_", "KMP_", "GOMP_")
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxkernel-templates")
-_templates: dict[tuple[str, str], WorkerTemplate] = {}
+_templates: dict[tuple[str, str, str], WorkerTemplate] = {}
+MAX_TEMPLATES = 3
 _lock = threading.Lock()
 
 
@@ -144,8 +145,11 @@ class ForkedProcess:
 class WorkerTemplate:
     """One warm template process and its control socket."""
 
-    def __init__(self, python: str, startup_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self, python: str, env_extra: dict[str, str] | None = None, startup_timeout_s: float = 300.0
+    ) -> None:
         self.python = python
+        self.env_extra = dict(env_extra or {})
         self.startup_timeout_s = startup_timeout_s
         self.root = cleanup.temp_root(PREFIX)
         self.lock = threading.Lock()
@@ -156,7 +160,7 @@ class WorkerTemplate:
         self._ready_event = threading.Event()
         self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.log = self.root / "template.log"
-        env = scrubbed_env(self.root, {})
+        env = scrubbed_env(self.root, self.env_extra)
         cmd = [python, "-m", "harness.zygote", "--ctl", str(child.fileno())]
         cmd += ["--parent", str(os.getpid())]
         future: Future[subprocess.Popen[bytes]] = _spawner.submit(
@@ -300,32 +304,44 @@ class WorkerTemplate:
         cleanup.remove_root(self.root)
 
 
-def _key(python: str) -> tuple[str, str]:
-    return (os.path.realpath(python), fingerprint())
+def _key(python: str, env_extra: dict[str, str]) -> tuple[str, str, str]:
+    return (os.path.realpath(python), fingerprint(), repr(sorted(env_extra.items())))
 
 
-def template_for(python: str | None = None, start: bool = True) -> WorkerTemplate | None:
-    """This process's template for ``python`` (started when ``start``); None when warm
-    workers are off."""
+def template_for(
+    python: str | None = None, env_extra: dict[str, str] | None = None, start: bool = True
+) -> WorkerTemplate | None:
+    """This process's template for ``python`` and a worker environment ``env_extra`` (a
+    backend's and device's: ``TRITON_INTERPRET`` decides, when triton is imported, what its
+    own library functions are), started when ``start``; None when warm workers are off.
+    At most ``MAX_TEMPLATES`` are kept (each holds torch in memory): the least recently
+    used one is ended first."""
     if not warm_allowed():
         return None
-    key = _key(python or sys.executable)
+    extra = dict(env_extra or {})
+    key = _key(python or sys.executable, extra)
+    ended: list[WorkerTemplate] = []
     with _lock:
-        found = _templates.get(key)
+        found = _templates.pop(key, None)
         if found is not None and not found.alive():
-            _templates.pop(key, None)
-            found.close()
+            ended.append(found)
             found = None
         if found is None and start:
             cleanup.sweep_once()
-            found = _templates[key] = WorkerTemplate(python or sys.executable)
-        return found
+            found = WorkerTemplate(python or sys.executable, extra)
+        if found is not None:
+            _templates[key] = found  # most recently used last
+        while len(_templates) > MAX_TEMPLATES:
+            ended.append(_templates.pop(next(iter(_templates))))
+    for template in ended:
+        template.close()
+    return found
 
 
-def prestart(python: str | None = None) -> None:
+def prestart(python: str | None = None, env_extra: dict[str, str] | None = None) -> None:
     """Start the template now, in the background (its imports overlap the caller's)."""
     with contextlib.suppress(Exception):
-        template_for(python)
+        template_for(python, env_extra)
 
 
 def close_all() -> None:

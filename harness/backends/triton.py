@@ -129,17 +129,11 @@ class TritonBackend(Backend):
         return counter
 
     def warm_template(self) -> None:
-        """The interpreter's first launch, once for every CPU worker the template forks."""
-        saved = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1"
-        try:
+        """The interpreter's first launch, once for every CPU worker the template forks
+        (a template for CPU workers is started with their ``TRITON_INTERPRET=1``)."""
+        if os.environ.get("TRITON_INTERPRET") == "1":
             _warm_interpreter()
             _WARM[0] = True
-        finally:
-            if saved is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = saved
 
     def is_compile_error(self, exc: BaseException) -> bool:
         seen: set[int] = set()
