@@ -202,6 +202,12 @@ class WorkerTemplate:
             if doc.get("type") != "ready":
                 self.error = "the worker template exited before it was ready" + self._log_tail()
                 return
+            if doc.get("shared_writable") or doc.get("cuda_initialized"):
+                # its forks would share that memory (or a context that cannot be forked)
+                self.error = "the worker template holds shared state: " + ", ".join(
+                    doc.get("shared_writable") or ["a CUDA context"]
+                )
+                return
             self.ready = doc
         except (OSError, ValueError) as exc:
             self.error = f"the worker template failed: {exc}"

@@ -30,7 +30,9 @@ L writes ``P <pid>`` (W's host PID, for the memory watchdog) and, when W has end
 ``S <wait status>`` on the status pipe, then exits the same way; W never holds the status
 pipe, so a candidate cannot forge its own exit. Each candidate gets a fresh copy of the
 template: nothing one candidate does to its process (modules, environment, files in its
-temp folders, CUDA memory -- its context dies with it) is seen by the next.
+temp folders, CUDA memory -- its context dies with it) is seen by the next. A template
+with a writable shared mapping (memory its forks would all share) or a CUDA context is
+refused by the parent, which then spawns its workers.
 """
 
 from __future__ import annotations
@@ -102,6 +104,21 @@ def _open_fds() -> list[int]:
         return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
     except OSError:
         return []
+
+
+def shared_writable_mappings() -> list[str]:
+    """This process's writable shared mappings: memory every forked worker would share
+    with the next one (none is allowed in a template)."""
+    found = []
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 2 and parts[1][1] == "w" and parts[1][3] == "s":
+                    found.append(parts[5] if len(parts) > 5 else parts[0])
+    except OSError:
+        pass
+    return found
 
 
 def _threads() -> int:
@@ -314,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads": _threads(),
             "fds": _open_fds(),
             "cuda_initialized": _cuda_initialized(),
+            "shared_writable": shared_writable_mappings(),
         }
     )
     try:
