@@ -146,13 +146,13 @@ def prestart(options: RunOptions, candidate: Path) -> None:
     from . import sandbox, templates
 
     if options.warm:
-        env = _guess_worker_env(options, candidate)
-        if env is not None:
-            templates.prestart(options.python, env)
+        guess = _guess_worker_env(options, candidate)
+        if guess is not None:
+            templates.prestart(options.python, guess[1], guess[0])
     threading.Thread(target=_probe_quietly, args=(sandbox,), daemon=True).start()
 
 
-def _guess_worker_env(options: RunOptions, candidate: Path) -> dict[str, str] | None:
+def _guess_worker_env(options: RunOptions, candidate: Path) -> tuple[str, dict[str, str]] | None:
     from .backends import detect_backend, worker_env_for
     from .candidate import declared_backend, imported_modules
 
@@ -161,7 +161,8 @@ def _guess_worker_env(options: RunOptions, candidate: Path) -> dict[str, str] | 
         backend = options.backend or declared_backend(source)
         backend = backend or detect_backend(imported_modules(source), source)
         device = options.device or ("cuda" if os.path.exists("/dev/nvidiactl") else "cpu")
-        return worker_env_for(backend, device, dump=bool(options.dump_dir or options.target))
+        dump = bool(options.dump_dir or options.target)
+        return backend, worker_env_for(backend, device, dump=dump)
     except Exception:
         return None  # the check itself reports a bad candidate or option
 

@@ -89,6 +89,7 @@ class LocalSession:
         env_extra: dict[str, str],
         tag: str = "",
         keep_paths: Sequence[str | Path] = (),
+        backend: str = "",
     ) -> None:
         self.workdir = workdir
         self.logdir = logdir
@@ -121,7 +122,7 @@ class LocalSession:
         template = None
         if options.warm and not templates.needs_fresh_interpreter(env_extra):
             try:
-                template = templates.template_for(python, env_extra)
+                template = templates.template_for(python, env_extra, backend)
             except (OSError, templates.TemplateError) as exc:
                 self.warm_note = f"no warm template: {exc}"
         if template is not None:
@@ -398,7 +399,14 @@ class LocalRunner:
             def open_session(tag: str = "", env: dict[str, str] | None = None) -> LocalSession:
                 extra = {**env_extra, **(env or {})}
                 session = LocalSession(
-                    workdir, logdir, device, options, extra, tag=tag, keep_paths=keep
+                    workdir,
+                    logdir,
+                    device,
+                    options,
+                    extra,
+                    tag=tag,
+                    keep_paths=keep,
+                    backend=candidate.backend,
                 )
                 opened.append(session)
                 return session

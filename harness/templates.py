@@ -48,7 +48,7 @@ PREFIX = "ctxkernel-template-"
 FRESH_ENV_PREFIXES = ("PYTHON", "LD_", "MALLOC", "OMP_", "MKL_", "KMP_", "GOMP_")
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxkernel-templates")
 _templates: dict[tuple[str, str, str], WorkerTemplate] = {}
-MAX_TEMPLATES = 3
+MAX_TEMPLATES = 4
 _lock = threading.Lock()
 
 
@@ -146,9 +146,14 @@ class WorkerTemplate:
     """One warm template process and its control socket."""
 
     def __init__(
-        self, python: str, env_extra: dict[str, str] | None = None, startup_timeout_s: float = 300.0
+        self,
+        python: str,
+        env_extra: dict[str, str] | None = None,
+        backend: str = "",
+        startup_timeout_s: float = 300.0,
     ) -> None:
         self.python = python
+        self.backend = backend
         self.env_extra = dict(env_extra or {})
         self.startup_timeout_s = startup_timeout_s
         self.root = cleanup.temp_root(PREFIX)
@@ -162,7 +167,7 @@ class WorkerTemplate:
         self.log = self.root / "template.log"
         env = scrubbed_env(self.root, self.env_extra)
         cmd = [python, "-m", "harness.zygote", "--ctl", str(child.fileno())]
-        cmd += ["--parent", str(os.getpid())]
+        cmd += ["--parent", str(os.getpid()), "--backend", backend]
         future: Future[subprocess.Popen[bytes]] = _spawner.submit(
             self._popen, cmd, env, child.fileno()
         )
@@ -310,14 +315,18 @@ class WorkerTemplate:
         cleanup.remove_root(self.root)
 
 
-def _key(python: str, env_extra: dict[str, str]) -> tuple[str, str, str]:
-    return (os.path.realpath(python), fingerprint(), repr(sorted(env_extra.items())))
+def _key(python: str, env_extra: dict[str, str], backend: str) -> tuple[str, str, str]:
+    return (os.path.realpath(python), fingerprint(), repr((backend, sorted(env_extra.items()))))
 
 
 def template_for(
-    python: str | None = None, env_extra: dict[str, str] | None = None, start: bool = True
+    python: str | None = None,
+    env_extra: dict[str, str] | None = None,
+    backend: str = "",
+    start: bool = True,
 ) -> WorkerTemplate | None:
-    """This process's template for ``python`` and a worker environment ``env_extra`` (a
+    """This process's template for ``python``, ``backend`` (whose ``template_imports`` it
+    imports) and a worker environment ``env_extra`` (a
     backend's and device's: ``TRITON_INTERPRET`` decides, when triton is imported, what its
     own library functions are), started when ``start``; None when warm workers are off.
     At most ``MAX_TEMPLATES`` are kept (each holds torch in memory): the least recently
@@ -325,7 +334,7 @@ def template_for(
     if not warm_allowed():
         return None
     extra = dict(env_extra or {})
-    key = _key(python or sys.executable, extra)
+    key = _key(python or sys.executable, extra, backend)
     ended: list[WorkerTemplate] = []
     with _lock:
         found = _templates.pop(key, None)
@@ -334,7 +343,7 @@ def template_for(
             found = None
         if found is None and start:
             cleanup.sweep_once()
-            found = WorkerTemplate(python or sys.executable, extra)
+            found = WorkerTemplate(python or sys.executable, extra, backend)
         if found is not None:
             _templates[key] = found  # most recently used last
         while len(_templates) > MAX_TEMPLATES:
@@ -344,10 +353,12 @@ def template_for(
     return found
 
 
-def prestart(python: str | None = None, env_extra: dict[str, str] | None = None) -> None:
+def prestart(
+    python: str | None = None, env_extra: dict[str, str] | None = None, backend: str = ""
+) -> None:
     """Start the template now, in the background (its imports overlap the caller's)."""
     with contextlib.suppress(Exception):
-        template_for(python, env_extra)
+        template_for(python, env_extra, backend)
 
 
 def close_all() -> None:

@@ -1,9 +1,9 @@
 """The worker template: a warm process that forks each candidate's worker, isolated.
 
-``python -m harness.zygote --ctl FD --parent PID`` is started by ``templates.py`` (the
+``python -m harness.zygote --ctl FD --parent PID --backend NAME`` is started by ``templates.py`` (the
 parent's side) with the scrubbed environment of a worker and no secret. It imports
-what every worker needs -- torch, triton (its interpreter too), the harness's worker
-side -- makes itself non-dumpable (no worker can ptrace it or read its ``/proc`` files,
+what every worker needs -- torch, the harness's worker side, the backend's
+``template_imports`` (triton and its interpreter) -- makes itself non-dumpable (no worker can ptrace it or read its ``/proc`` files,
 even in the ``none`` sandbox mode) and never initialises CUDA (a CUDA context does not
 survive a fork: each worker creates its own), never runs candidate code and never sees a
 seed. It says ``ready`` on its control socket (a ``SOCK_SEQPACKET`` pair), then serves
@@ -60,19 +60,24 @@ PREIMPORTS = (
     "harness.kernelrecords",
     "harness.problem",
     "harness.tracing",
-    "torch.utils.cpp_extension",
-    "triton",
-    "triton.language",
-    "triton.runtime.jit",
-    "triton.runtime.interpreter",
-)
+)  # and the backend's ``template_imports``
 _PY_IGNORED = ("SIGPIPE", "SIGXFSZ")  # what a fresh interpreter leaves ignored
 
 
-def _preimport() -> dict[str, float]:
-    """Import what every worker needs; a missing optional package is left out."""
+def _backend(name: str) -> Any:
+    try:
+        from .backends import get_backend
+
+        return get_backend(name) if name else None
+    except Exception:
+        return None
+
+
+def _preimport(backend: Any) -> dict[str, float]:
+    """Import what every worker of ``backend`` needs; a missing optional package is left out."""
     took: dict[str, float] = {}
-    for name in PREIMPORTS:
+    extra = tuple(getattr(backend, "template_imports", ()) or ())
+    for name in (*PREIMPORTS, *extra):
         t0 = time.perf_counter()
         try:
             importlib.import_module(name)
@@ -82,21 +87,16 @@ def _preimport() -> dict[str, float]:
     return took
 
 
-def _warm_backends() -> dict[str, float]:
-    """Each backend's harness-only warm-up (``Backend.warm_template``)."""
-    took: dict[str, float] = {}
+def _warm_backend(backend: Any) -> dict[str, float]:
+    """The backend's harness-only warm-up (``Backend.warm_template``)."""
+    if backend is None:
+        return {}
+    t0 = time.perf_counter()
     try:
-        from .backends import all_backends
+        backend.warm_template()
     except Exception:
-        return took
-    for backend in all_backends():
-        t0 = time.perf_counter()
-        try:
-            backend.warm_template()
-        except Exception:
-            continue
-        took[backend.name] = round(time.perf_counter() - t0, 4)
-    return took
+        return {}
+    return {backend.name: round(time.perf_counter() - t0, 4)}
 
 
 def _open_fds() -> list[int]:
@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.zygote")
     parser.add_argument("--ctl", type=int, required=True, help="the control socket's fd")
     parser.add_argument("--parent", type=int, required=True, help="the parent's PID")
+    parser.add_argument("--backend", default="", help="the backend whose modules to import")
     args = parser.parse_args(argv)
     sandbox.die_with_parent()  # with the parent's thread that started it
     if os.getppid() != args.parent:
@@ -318,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
     ctl = socket.socket(fileno=args.ctl)
     t0 = time.perf_counter()
-    took = _preimport()
-    warmed = _warm_backends()
+    backend = _backend(args.backend)
+    took = _preimport(backend)
+    warmed = _warm_backend(backend)
     template = Template(ctl, args.parent)
     template.send(
         {

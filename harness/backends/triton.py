@@ -36,6 +36,12 @@ class TritonBackend(Backend):
     enforce_launches = True
     aot_without_gpu = True
     jit_decorators = ("triton.jit", "triton.autotune", "triton.heuristics")
+    template_imports = (
+        "triton",
+        "triton.language",
+        "triton.runtime.jit",
+        "triton.runtime.interpreter",
+    )
     jit_prefixes = ("triton.",)
     protected_names = ("triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
     protected_modules = ("triton.testing", "triton.runtime.jit", "triton.runtime.interpreter")
