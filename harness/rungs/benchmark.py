@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import channel
+from .. import channel, witness
 from ..benchstats import StopRule, summarize
 from ..metrics import compare
 from ..precision import reference_precision
@@ -198,6 +198,7 @@ class BenchmarkRung:
             f"median {cand.median * 1e3:.4g} ms over {cand.runs} runs (CI ±{cand.ci_rel * 100:.2f}%), "
             + ("L2 flushed" if l2 == "flush" else "L2 hot (not flushed)")
             + f", {_mode_words(first_report)}"
+            + witness.words(first_report.get("witness"))
         )
         for subject, bucket in (("reference", ref_times), ("reference_compiled", comp_times)):
             if bucket:
@@ -305,6 +306,9 @@ def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, 
             "clocks": report.get("clocks"),
             "persisting_l2": report.get("persisting_l2"),
             "kept": len(report.get("kept") or []),
+            "witness": report.get("witness"),  # the second timer (harness/witness.py)
+            "budget_s": (report.get("rule") or {}).get("budget_s"),
+            "timed_s": report.get("timed_s"),
         }
     )
     return summary
