@@ -136,7 +136,14 @@ def _verdict_json(stdout: str) -> dict[str, Any]:
 
 
 def _check_cmd(device: str, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "ctxkernel", "check", EXAMPLE, CANDIDATE, "--json"] + [
+    return [
+        sys.executable,
+        "-m",
+        "ctxkernel",
+        "check",
+        EXAMPLE,
+        CANDIDATE,
+        "--json",
         "--no-record",
         "--device",
         device,

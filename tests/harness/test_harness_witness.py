@@ -42,7 +42,7 @@ def test_the_witness_reads_kernel_time_and_launch_gap_from_the_records() -> None
 
 
 def test_stray_markers_are_an_error_not_a_number() -> None:
-    records = _calls([100_000], gap_ns=0) + [_k(SPIN, 10**7, 10**7 + 1)]
+    records = [*_calls([100000], gap_ns=0), _k(SPIN, 10**7, 10**7 + 1)]
     assert "did not pair" in witness.summarize_windows(records)["error"]
 
 
