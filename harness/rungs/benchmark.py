@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import channel, reftimes, witness
+from .. import channel, clockscale, reftimes, witness
 from ..benchstats import StopRule, summarize
 from ..metrics import compare
 from ..precision import reference_precision
@@ -204,6 +204,10 @@ class BenchmarkRung:
             result["rounds"].append(round_info)
         cand = summarize(cand_times)
         result["candidate"] = cand.as_dict()
+        if rounds > 1:  # the compute-bound protocol's two-run (round-to-round) difference
+            medians = [(r.get("candidate") or {}).get("median_ms") for r in result["rounds"]]
+            result["round_medians_ms"] = medians
+            result["round_spread"] = clockscale.spread([m for m in medians if m])
         first_report = result["rounds"][0]["candidate"]
         result["mode"] = first_report.get("mode")
         result["timing_note"] = (
@@ -218,6 +222,8 @@ class BenchmarkRung:
                 result[subject] = ref.as_dict()
                 ratio = ref.median / cand.median if cand.median > 0 else None
                 result["speedup" if subject == "reference" else "speedup_vs_compiled"] = ratio
+        if result.get("round_spread") is not None:
+            result["timing_note"] += f"; rounds differ by {result['round_spread'] * 100:.1f}%"
         if result.get("speedup") is not None:
             result["timing_note"] += f"; {result['speedup']:.3g}x the reference"
             if (result["rounds"][0].get("reference") or {}).get("cached"):
