@@ -3,7 +3,8 @@
 ``python3 bench/check_speed.py [--device cpu|cuda] [--baseline TREE] [--only PARTS]`` runs,
 in one process and interleaved round by round (so a busy machine slows every subject alike):
 
-``oneshot``   ``python -c "import torch, triton"`` (the floor), ``ctxkernel check`` of the
+``oneshot``   ``python -c "import torch, triton"`` (the floor), ``ctxkernel check`` (as
+              ``python -m harness check``, which a bare GPU machine can run) of the
               vector add example (warm worker template, the default), the same with
               ``--cold`` (every worker a fresh interpreter), and the baseline tree's
               ``ctxkernel check`` (``--baseline``: an export of another commit, e.g. main at
@@ -136,19 +137,10 @@ def _verdict_json(stdout: str) -> dict[str, Any]:
 
 
 def _check_cmd(device: str, extra: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "ctxkernel",
-        "check",
-        EXAMPLE,
-        CANDIDATE,
-        "--json",
-        "--no-record",
-        "--device",
-        device,
-        *extra,
-    ]
+    """``ctxkernel check`` as it runs on a bare GPU machine (``python -m harness check``:
+    the same command, without the retrieval stack)."""
+    cmd = [sys.executable, "-m", "harness", "check", EXAMPLE, CANDIDATE, "--json", "--no-record"]
+    return [*cmd, "--device", device, *extra]
 
 
 def oneshot(
@@ -295,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-copies", type=int, default=24)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--results", action="store_true", help="append to bench/RESULTS.md")
+    parser.add_argument("--table", type=Path, default=None, help="write the RESULTS section here")
     args = parser.parse_args(argv)
     if args.baseline is not None and not (args.baseline / "harness").is_dir():
         print(f"check_speed: {args.baseline} is not a ctxkernel tree", file=sys.stderr)
@@ -340,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         with open(REPO / "bench" / "RESULTS.md", "a") as fh:
             fh.write("\n" + table(doc))
+    if args.table:
+        args.table.write_text(table(doc))
     print(table(doc), file=sys.stderr)
     return 0
 
