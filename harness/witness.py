@@ -41,9 +41,8 @@ def observe(
 ) -> tuple[dict[str, Any], int]:
     """``calls`` calls under the recorder; (report, next input index). ``busy_ahead``
     queues the flush and the spin lead and returns the lead in seconds."""
-    import torch
-
     index = first_index
+    sync = kernelrecords._synchronize  # captured when the worker started, before the candidate
     ok, why = kernelrecords.available()
     if not ok:
         return {"error": why}, index
@@ -51,12 +50,12 @@ def observe(
         for _ in range(max(1, calls)):
             inputs = make_inputs(index)
             index += 1
-            torch.cuda.synchronize()
+            sync()
             if busy_ahead() <= 0:
                 kernelrecords.mark()
             out = call(inputs)
             kernelrecords.mark()
-            torch.cuda.synchronize()
+            sync()
             del out, inputs
     if recorder.error:
         return {"error": recorder.error}, index
