@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,18 +53,33 @@ SOLUTIONS = {
 }
 
 LONG_LIVED = r"""
-import json, sys, time
+import json, os, resource, sys, time
 from pathlib import Path
+from harness import templates
 from harness.runner import LocalRunner, RunOptions, check
+
+def cpu():
+    # this process, its reaped children, and what each template's reaped forks used
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    for template in list(templates._templates.values()):
+        try:
+            fields = open(f"/proc/{template.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 tree, device, repeat, bench = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 options = RunOptions(device=device, record=False, bench=bench)
 problem, cand = tree / "examples/vector_add", tree / "examples/vector_add/solution_triton.py"
 rows = []
 for i in range(repeat + 1):
-    t0 = time.perf_counter()
+    c0, t0 = cpu(), time.perf_counter()
     verdict = check(problem, cand, options, runner=LocalRunner())
     wall = time.perf_counter() - t0
-    rows.append({"wall_s": wall, "ok": verdict.ok, "verdict": verdict.to_json()})
+    time.sleep(1.2)  # the template reaps its forks once a second: their CPU time is counted
+    rows.append({"wall_s": wall, "cpu_s": cpu() - c0, "ok": verdict.ok, "verdict": verdict.to_json()})
 print(json.dumps(rows))
 """
 
@@ -88,12 +104,21 @@ def _env(tree: Path) -> dict[str, str]:
     return env
 
 
+CPU: list[float] = [0.0]  # CPU seconds of the last _run (it and every process it reaped)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run(cmd: list[str], tree: Path, timeout: float = 600.0) -> tuple[float, str, int]:
-    t0 = time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(
         cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=timeout
     )
     wall = time.perf_counter() - t0
+    CPU[0] = _children_cpu() - c0
     if proc.returncode not in (0, 1):
         sys.stderr.write(f"check_speed: {' '.join(cmd[:4])}... exited {proc.returncode}\n")
         sys.stderr.write(proc.stderr[-1500:] + "\n")
@@ -154,7 +179,7 @@ def oneshot(
     for _ in range(rounds):
         if not extra:
             wall, _, _ = _run([sys.executable, "-c", "import torch, triton"], REPO)
-            subjects["import"].append({"wall_s": round(wall, 3)})
+            subjects["import"].append({"wall_s": round(wall, 3), "cpu_s": round(CPU[0], 3)})
         for name, tree, flags in (
             ("check", REPO, extra),
             ("check_cold", REPO, [*extra, "--cold"]),
@@ -163,7 +188,7 @@ def oneshot(
             if name not in subjects or tree is None:
                 continue
             wall, out, _ = _run(_check_cmd(device, flags), tree)
-            subjects[name].append(_phases(_verdict_json(out), wall))
+            subjects[name].append({**_phases(_verdict_json(out), wall), "cpu_s": round(CPU[0], 3)})
     if extra:
         subjects.pop("import")
     return {name: _summary(rows) for name, rows in subjects.items()}
@@ -171,7 +196,7 @@ def oneshot(
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     doc: dict[str, Any] = {"rows": rows}
-    for key in ("wall_s", "compile_s", "overhead_s"):
+    for key in ("wall_s", "cpu_s", "compile_s", "overhead_s"):
         values = [float(r[key]) for r in rows if r.get(key) is not None]
         if values:
             doc[f"median_{key}"] = round(statistics.median(values), 3)
@@ -185,7 +210,7 @@ def longlived(device: str, repeat: int, tree: Path, bench: bool) -> dict[str, An
         rows = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": f"exit {code}"}
-    phases = [_phases(r["verdict"], r["wall_s"]) for r in rows]
+    phases = [{**_phases(r["verdict"], r["wall_s"]), "cpu_s": round(r["cpu_s"], 3)} for r in rows]
     return {"first": phases[0], **_summary(phases[1:])}
 
 
@@ -243,21 +268,23 @@ def table(doc: dict[str, Any]) -> str:
         f"Machine: {doc['machine']}. Interleaved rounds: {doc['rounds']}. Baseline: "
         f"{doc.get('baseline_label') or 'none'}, measured in the same run.",
         "",
-        "| subject | median wall s | median compile s | median overhead s | workers |",
-        "|---|---|---|---|---|",
+        "| subject | median wall s | median CPU s | median compile s | median overhead s | workers |",
+        "|---|---|---|---|---|---|",
     ]
     for part in ("oneshot", "bench"):
         for name, row in (doc.get(part) or {}).items():
             workers = (row.get("rows") or [{}])[0].get("workers")
             lines.append(
-                f"| {part}: {name} | {row.get('median_wall_s')} | {row.get('median_compile_s', '')} "
+                f"| {part}: {name} | {row.get('median_wall_s')} | {row.get('median_cpu_s', '')} "
+                f"| {row.get('median_compile_s', '')} "
                 f"| {row.get('median_overhead_s', '')} | {workers or ''} |"
             )
     for name, row in (doc.get("longlived") or {}).items():
         if isinstance(row, dict) and "median_wall_s" in row:
             lines.append(
                 f"| long-lived parent: {name} (after one untimed check) | {row['median_wall_s']} "
-                f"| {row.get('median_compile_s')} | {row.get('median_overhead_s')} "
+                f"| {row.get('median_cpu_s')} | {row.get('median_compile_s')} "
+                f"| {row.get('median_overhead_s')} "
                 f"| {(row.get('rows') or [{}])[0].get('workers')} |"
             )
     one = doc.get("oneshot") or {}
@@ -266,8 +293,12 @@ def table(doc: dict[str, Any]) -> str:
     if floor and check:
         lines += [
             "",
-            f"check / `import torch, triton`: {check / floor:.2f}x (acceptance: <= 1.5x).",
+            f"check / `import torch, triton`, wall: {check / floor:.2f}x (acceptance <= 1.5x).",
         ]
+    floor_cpu = (one.get("import") or {}).get("median_cpu_s")
+    check_cpu = (one.get("check") or {}).get("median_cpu_s")
+    if floor_cpu and check_cpu:
+        lines.append(f"check / `import torch, triton`, CPU time: {check_cpu / floor_cpu:.2f}x.")
     for name, row in (doc.get("pool") or {}).items():
         lines.append(f"- pool {name}: {row}")
     for name, row in (doc.get("timing") or {}).items():
