@@ -25,7 +25,7 @@ test -d "$BASE/harness" || { echo "no baseline tree at $BASE" | tee -a "$OUT_DIR
 ARGS=(--device cuda --out "$OUT_DIR/$PART.json" --table "$OUT_DIR/$PART.md")
 [ -n "$BASE" ] && ARGS+=(--baseline "$BASE" --baseline-label "main at 8021ae1")
 case "$PART" in
-  speed) ARGS+=(--only oneshot,longlived,bench,pool --rounds 3 --repeat 5 --pool-slots 1,3 --pool-copies 24) ;;
+  speed) ARGS+=(--only oneshot,longlived,bench,pool --rounds 3 --repeat 5 --pool-slots 1,3 --pool-copies 16) ;;
   timing)
     SITE=/tmp/ck-site
     if [ -d .whl ] && [ ! -d "$SITE/nvidia_cutlass_dsl" ]; then
