@@ -67,6 +67,15 @@ class RunOptions:
         metadata=option("--runs-dir", help="Where run records go (default: runs/)."),
     )
     python: str | None = None  # interpreter for the worker; None: this one
+    warm: bool = field(  # workers forked from a warm template (harness/templates.py)
+        default=True,
+        metadata=option(
+            "--cold",
+            is_flag=True,
+            flag_value=False,
+            help="Start every worker as a fresh interpreter (no warm worker template).",
+        ),
+    )
     allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
     # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
     bench: bool = field(

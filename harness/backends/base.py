@@ -96,6 +96,9 @@ class Backend:
     # mentions this one (so what it could patch is in the identity snapshot)
     snapshot_imports: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()  # parent environment variables the worker keeps
+    # what a warm worker template (harness/zygote.py) imports for this backend's workers:
+    # modules that neither initialise CUDA nor read a worker's own folders when imported
+    template_imports: tuple[str, ...] = ()
     trace_recorder: str | None = None  # "proton" | "ck_trace": how the trace rung instruments
     mma_hint = ""  # how to get warpgroup MMA in this backend, for the dumps' findings
 
@@ -135,6 +138,11 @@ class Backend:
     def prepare_worker(self, device: str) -> LaunchCounter | None:
         """Runs in the worker before the candidate is imported; returns a launch counter."""
         return None
+
+    def warm_template(self) -> None:
+        """Runs once in a worker template (``harness/zygote.py``) before it forks any
+        worker: harness-only warm-ups every worker would otherwise repeat. No CUDA, no
+        candidate code, nothing that reads a worker's own environment or folders."""
 
     def prepare_trace(self, device: str, candidate_path: str) -> None:
         """Runs in the worker before the candidate is imported (trace support); never raises."""

@@ -26,6 +26,7 @@ MAX_SO_BYTES = 48 << 20
 
 class CudaInlineBackend(Backend):
     name = "cuda_inline"
+    template_imports = ("torch.utils.cpp_extension",)
     label = "CUDA extension"
     requires_gpu = True
     enforce_launches = True

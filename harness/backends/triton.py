@@ -36,6 +36,12 @@ class TritonBackend(Backend):
     enforce_launches = True
     aot_without_gpu = True
     jit_decorators = ("triton.jit", "triton.autotune", "triton.heuristics")
+    template_imports = (
+        "triton",
+        "triton.language",
+        "triton.runtime.jit",
+        "triton.runtime.interpreter",
+    )
     jit_prefixes = ("triton.",)
     protected_names = ("triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
     protected_modules = ("triton.testing", "triton.runtime.jit", "triton.runtime.interpreter")
@@ -121,12 +127,19 @@ class TritonBackend(Backend):
             interpreter = None  # type: ignore[assignment]
         if interpreter is not None and hasattr(interpreter, "InterpretedFunction"):
             _wrap_run(interpreter.InterpretedFunction, counter)
-        if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and not _WARM[0]:
             _warm_interpreter()
         from .triton_aot import RECORDED
 
         RECORDED.clear()  # the harness's own warm-up launch is no candidate kernel
         return counter
+
+    def warm_template(self) -> None:
+        """The interpreter's first launch, once for every CPU worker the template forks
+        (a template for CPU workers is started with their ``TRITON_INTERPRET=1``)."""
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _warm_interpreter()
+            _WARM[0] = True
 
     def is_compile_error(self, exc: BaseException) -> bool:
         seen: set[int] = set()
@@ -180,6 +193,9 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
 
     run._ctxkernel_counted = True  # type: ignore[attr-defined]
     cls.run = run
+
+
+_WARM = [False]  # the interpreter's first launch already paid (in the worker template)
 
 
 def _warm_interpreter() -> None:
