@@ -70,7 +70,6 @@ def prepare(backend: Backend, counter: LaunchCounter | None, device: str) -> lis
     """Ready ``torch.compile`` before the guards go on; the compile hooks installed."""
     import torch._dynamo
     import torch._inductor.config  # noqa: F401  (loads inductor's modules now)
-
     from torch._dynamo import output_graph
 
     cls = output_graph.OutputGraph

@@ -50,7 +50,9 @@ def poison(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def fresh_slots(value: Any, slots: set[int], counter: list[int] | None = None) -> tuple[Any, list[torch.Tensor]]:
+def fresh_slots(
+    value: Any, slots: set[int], counter: list[int] | None = None
+) -> tuple[Any, list[torch.Tensor]]:
     """``value`` with its tensor leaves number ``slots`` (in tree order) replaced by new
     poisoned tensors of the same shape, strides, dtype and device; and those tensors."""
     counter = counter if counter is not None else [0]
@@ -62,7 +64,11 @@ def fresh_slots(value: Any, slots: set[int], counter: list[int] | None = None) -
             counter[0] += 1
             if index not in slots:
                 return v
-            t = poison(torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device=v.device))
+            t = poison(
+                torch.empty_strided(
+                    tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device=v.device
+                )
+            )
             made.append(t)
             return t
         if isinstance(v, tuple):

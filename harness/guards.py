@@ -383,7 +383,10 @@ def install_audit_guard(
         if event in ("code.__new__", "function.__new__"):
             # a code object with another file's name would pass for that file's frames
             if candidate_frame(1):
-                refuse("dynamic-code", f"building code objects ({event}) is not allowed in candidate code")
+                refuse(
+                    "dynamic-code",
+                    f"building code objects ({event}) is not allowed in candidate code",
+                )
             return
         if event in ("ctypes.string_at", "ctypes.cdata", "ctypes.addressof", "ctypes.wstring_at"):
             if candidate_frame(2):
@@ -627,7 +630,7 @@ class OpRecorder:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         self.aten: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: dict[str, float] = {}
         self.functions: Counter[str] = Counter()
         aten = self.aten
         seconds = self.seconds
@@ -652,7 +655,7 @@ class OpRecorder:
                 aten[name] += 1
                 start = clock()
                 out = func(*args, **(kwargs or {}))
-                seconds[name] += clock() - start
+                seconds[name] = seconds.get(name, 0.0) + clock() - start
                 return out
 
         class _Function(TorchFunctionMode):

@@ -45,29 +45,125 @@ DEFAULT_MIN_SHARE = 0.8
 # arguments), so they are never "the reference's work" a candidate must not call.
 NON_COMPUTE = frozenset(
     "aten::" + name
-    for name in (
-        "empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones "
-        "ones_like full full_like new_zeros new_ones new_full fill fill_ zero zero_ arange "
-        "linspace scalar_tensor tensor lift lift_fresh lift_fresh_copy copy copy_ clone "
-        "contiguous _to_copy to _copy_from _copy_from_and_resize detach detach_ alias "
-        "view _unsafe_view view_as reshape _reshape_alias as_strided as_strided_ expand "
-        "expand_as permute t t_ transpose transpose_ unsqueeze unsqueeze_ squeeze squeeze_ "
-        "select slice narrow split split_with_sizes chunk unbind flatten unflatten movedim "
-        "set set_ resize resize_ resize_as_ item _local_scalar_dense is_nonzero equal "
-        "normal normal_ uniform uniform_ random random_ rand randn randint randperm "
-        "bernoulli bernoulli_ exponential_ record_stream _efficientzerotensor "
-        "resolve_conj resolve_neg conj _conj _neg_view _has_compatible_shallow_copy_type "
-        "result_type numel size stride dim is_same_size _nested_tensor_from_mask "
-        "pin_memory _pin_memory cpu cuda type_as masked_select_backward"
-    ).split()
+    for name in [
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "fill",
+        "fill_",
+        "zero",
+        "zero_",
+        "arange",
+        "linspace",
+        "scalar_tensor",
+        "tensor",
+        "lift",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "copy",
+        "copy_",
+        "clone",
+        "contiguous",
+        "_to_copy",
+        "to",
+        "_copy_from",
+        "_copy_from_and_resize",
+        "detach",
+        "detach_",
+        "alias",
+        "view",
+        "_unsafe_view",
+        "view_as",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "as_strided_",
+        "expand",
+        "expand_as",
+        "permute",
+        "t",
+        "t_",
+        "transpose",
+        "transpose_",
+        "unsqueeze",
+        "unsqueeze_",
+        "squeeze",
+        "squeeze_",
+        "select",
+        "slice",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "set",
+        "set_",
+        "resize",
+        "resize_",
+        "resize_as_",
+        "item",
+        "_local_scalar_dense",
+        "is_nonzero",
+        "equal",
+        "normal",
+        "normal_",
+        "uniform",
+        "uniform_",
+        "random",
+        "random_",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "bernoulli",
+        "bernoulli_",
+        "exponential_",
+        "record_stream",
+        "_efficientzerotensor",
+        "resolve_conj",
+        "resolve_neg",
+        "conj",
+        "_conj",
+        "_neg_view",
+        "_has_compatible_shallow_copy_type",
+        "result_type",
+        "numel",
+        "size",
+        "stride",
+        "dim",
+        "is_same_size",
+        "_nested_tensor_from_mask",
+        "pin_memory",
+        "_pin_memory",
+        "cpu",
+        "cuda",
+        "type_as",
+        "masked_select_backward",
+    ]
 )
 _NON_COMPUTE_PREFIXES = ("aten::_assert", "aten::sym_", "aten::is_", "aten::_fused_dropout")
 
 
 def is_compute(op: str) -> bool:
     """Whether an ATen op (``aten::mul``) computes, as opposed to moving or viewing data."""
-    return op.startswith("aten::") and op not in NON_COMPUTE and not op.startswith(
-        _NON_COMPUTE_PREFIXES
+    return (
+        op.startswith("aten::")
+        and op not in NON_COMPUTE
+        and not op.startswith(_NON_COMPUTE_PREFIXES)
     )
 
 

@@ -546,7 +546,9 @@ class Worker:
                 self.history.add(call_no, leaf, b)
             if snapshot:
                 swap = {id(leaf): b for leaf, b in zip(leaves, before, strict=True)}
-                shared.update({id(b): shared[id(leaf)] for leaf, b in zip(leaves, before, strict=True)})
+                shared.update(
+                    {id(b): shared[id(leaf)] for leaf, b in zip(leaves, before, strict=True)}
+                )
                 result = _replace_leaves(result, swap)
             record["output"] = self.encode_output(result, out_tensors, input_ranges, shared)
             calls.append(record)

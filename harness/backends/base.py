@@ -91,6 +91,10 @@ class Backend:
     aot_without_gpu = False  # --target compiles its kernels ahead of time on a CPU machine
     enforce_launches = False  # a call that launched nothing of this backend fails
     min_compile_timeout_s = 0.0  # the load request (imports, builds) gets at least this long
+    # how the library share (harness/library_share.py) knows this backend's own kernels on a
+    # GPU: "launched" (the launch counter keeps their names), "defined" (names the source
+    # defines: __global__ functions), "" (not known well enough: reported, not judged)
+    own_kernel_names = ""
     compile_hooks: tuple[str, ...] = ()  # "module:attr.path" compile entry points (jitclock)
     compile_hooks_complete = False  # they cover every compile inside a call
     # static scan: decorators (resolved dotted names) whose functions are kernel code

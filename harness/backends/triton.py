@@ -42,6 +42,7 @@ class TritonBackend(Backend):
     modules = ("triton",)
     interpreter = "Triton interpreter"
     enforce_launches = True
+    own_kernel_names = "launched"
     aot_without_gpu = True
     jit_decorators = ("triton.jit", "triton.autotune", "triton.heuristics")
     jit_prefixes = ("triton.",)
@@ -217,7 +218,9 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
         result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         if not warmup:
             counter.count += 1
-            name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", "")
+            name = getattr(self, "__name__", None) or getattr(
+                getattr(self, "fn", None), "__name__", ""
+            )
             if name:
                 counter.names.add(str(name))
         return result

@@ -106,13 +106,14 @@ class AntiCheatRung:
             return None, ""
         call = record.calls[-1]
         if ctx.device == "cuda":
-            exact = ctx.backend.enforce_launches
-            share = measure_gpu(call, ctx.candidate.source, exact)
+            how = ctx.backend.own_kernel_names
+            share = measure_gpu(call, ctx.candidate.source, exact=how != "defined")
             if share is None:
                 return None, "library share not measured: the profiler recorded no kernel"
-            if not exact and ctx.backend.name not in ("cuda_inline",):
-                # own kernels known only by name for this backend: report, do not judge
-                return None, f"own kernels {100 * share.own:.0f}% of device time (not judged for {ctx.backend.label})"
+            if not how:  # own kernels not known well enough by name: report, do not judge
+                return None, (
+                    f"own kernels {100 * share.own:.0f}% of device time "
+                    f"(not judged for {ctx.backend.label})"
+                )
             return share, ""
         return measure_cpu(call), ""
-

@@ -153,7 +153,9 @@ def problem_check(ctx: LadderContext, record: CallRecord, output: Any) -> tuple[
         verdict = ctx.problem.check(clone(record.inputs.pristine), rebuild(output, ctx.device))
     except Exception as exc:
         return False, f"raised {type(exc).__name__}: {exc}"[:300]
-    good, message = (verdict[0], verdict[1]) if isinstance(verdict, tuple) else (not verdict, verdict)
+    good, message = (
+        (verdict[0], verdict[1]) if isinstance(verdict, tuple) else (not verdict, verdict)
+    )
     return bool(good), scrub_paths(str(message or ""))[:300]
 
 

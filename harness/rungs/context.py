@@ -52,9 +52,7 @@ class LadderContext:
         self.library = LibraryRules.of(problem, options, candidate)
         self.findings = Findings()
         self.inputs = Inputs(problem, options, device)
-        self.checks = OutputChecks(
-            candidate, self.backend, self.policy, self.findings, self.inputs
-        )
+        self.checks = OutputChecks(candidate, self.backend, self.policy, self.findings, self.inputs)
         self.checks.judged_dtype = problem.check is not None
         self.workers = Workers(
             problem,

@@ -175,7 +175,9 @@ class CorrectnessRung:
             details["worst"] = bad.worst
             details["tolerance"] = bad.tolerance.as_dict()
         metrics = bad.metrics() if bad is not None else combine(comparisons)
-        return RungResult.fail(self, explain(f"wrong on {what}: {reason}"), _short(metrics), details)
+        return RungResult.fail(
+            self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
+        )
 
 
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:

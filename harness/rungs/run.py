@@ -49,7 +49,7 @@ class RunRung:
             metrics["launches"] = int(record.calls[0]["launches"])
         explain = ctx.findings.explain
         if problems:
-            where = {"problems": problems, "where": record.inputs.label}
+            where: dict[str, Any] = {"problems": problems, "where": record.inputs.label}
             lead = problems[0]
             if all(any(a in p for a in _ALIASING) for p in problems):
                 good, bad, content, _ = check_output(ctx, record, record.outputs[0], reference)
