@@ -129,6 +129,19 @@ def _package_dir(name: str) -> str | None:
     return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
 
 
+def thread_target_file(function: Any) -> str:
+    """The file of the code a new thread will run: a ``threading.Thread``'s target (its
+    ``_bootstrap`` is what reaches ``_thread``), else the function itself."""
+    owner = getattr(function, "__self__", None)
+    target = getattr(owner, "_target", None) if isinstance(owner, threading.Thread) else None
+    target = target if target is not None else function
+    target = getattr(target, "func", target)  # functools.partial
+    code = getattr(target, "__code__", None) or getattr(
+        getattr(target, "__func__", None), "__code__", None
+    )
+    return str(code.co_filename) if code is not None else ""
+
+
 class HarnessGuardError(PermissionError):
     """Raised inside the candidate when a guard refuses an operation."""
 
@@ -193,6 +206,8 @@ def install_audit_guard(
     helpers = tuple(d for d in (_package_dir(n) for n in _HELPER_PACKAGES) if d)
     this_file = os.path.realpath(__file__)
     python_names = {program_name(sys.executable), "python", "python3"}
+    # what inductor runs itself: a Python probe of the toolchain, openssl to hash headers
+    torch_programs = python_names | {"openssl"}
     real_paths: dict[str, str] = {}
 
     def record(kind: str, message: str) -> None:
@@ -322,7 +337,7 @@ def install_audit_guard(
             elif not name and isinstance(argv, (str, bytes)):
                 name = program_name(os.fsdecode(argv).split()[0]) if argv.strip() else ""
             if name not in allowed and not (
-                name in python_names and torch_owned(getframe(1), f"_inductor{os.sep}")
+                name in torch_programs and torch_owned(getframe(1), f"_inductor{os.sep}")
             ):
                 refuse(
                     "process",
@@ -332,7 +347,7 @@ def install_audit_guard(
         if event in ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "pty.spawn"):
             refuse("process", f"process creation ({event}) is not allowed in candidate code")
         if event in start_new_thread_names:
-            if state["torch_thread"] or torch_owned(getframe(1)):
+            if state["torch_thread"] or thread_allowed(args[0] if args else None):
                 return
             refuse("thread", f"thread creation ({event}) is not allowed in candidate code")
         if event in ("os.kill", "os.killpg", "signal.pthread_kill"):
@@ -395,8 +410,13 @@ def install_audit_guard(
 
     sys.addaudithook(hook)
 
-    def thread_allowed() -> bool:
-        # frames of this module and the standard library (threading) are skipped
+    def thread_allowed(function: Any) -> bool:
+        # frames of this module and the standard library (threading) are skipped; a thread
+        # PyTorch starts must not run the candidate's code (a torch helper that starts a
+        # thread on a callable it is given would otherwise be a way around the guard)
+        target = thread_target_file(function)
+        if target and real(target).startswith(root + os.sep):
+            return False
         return torch_owned(getframe(1))
 
     _wrap_thread_starters(state, refuse, thread_allowed, owned_threads)
@@ -421,7 +441,7 @@ def install_audit_guard(
 def _wrap_thread_starters(
     state: dict[str, bool],
     refuse: Callable[[str, str], None],
-    allowed: Callable[[], bool],
+    allowed: Callable[[Any], bool],
     owned: set[int],
 ) -> None:
     """Python < 3.12 has no audit event for thread creation: wrap the starters instead.
@@ -431,7 +451,7 @@ def _wrap_thread_starters(
     def make(original: Callable[..., Any], name: str) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if state["active"] and not state["torch_thread"]:
-                if not allowed():
+                if not allowed(args[0] if args else None):
                     refuse("thread", f"thread creation ({name}) is not allowed in candidate code")
                 state["torch_thread"] = True
                 try:
@@ -631,9 +651,12 @@ class OpRecorder:
 
         self.aten: Counter[str] = Counter()
         self.seconds: dict[str, float] = {}
+        self.elements: dict[str, int] = {}  # tensor elements each op was given
         self.functions: Counter[str] = Counter()
         aten = self.aten
         seconds = self.seconds
+        elements = self.elements
+        tensor_type = torch.Tensor
         functions = self.functions
         clock = time.perf_counter
         compiling = torch.compiler.is_compiling
@@ -656,6 +679,8 @@ class OpRecorder:
                 start = clock()
                 out = func(*args, **(kwargs or {}))
                 seconds[name] = seconds.get(name, 0.0) + clock() - start
+                given = sum(a.numel() for a in args if isinstance(a, tensor_type))
+                elements[name] = elements.get(name, 0) + given
                 return out
 
         class _Function(TorchFunctionMode):
@@ -672,6 +697,7 @@ class OpRecorder:
     def reset(self) -> None:
         self.aten.clear()
         self.seconds.clear()
+        self.elements.clear()
         self.functions.clear()
 
     def __enter__(self) -> OpRecorder:

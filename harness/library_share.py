@@ -12,8 +12,8 @@ rung's, on the largest checked shape) is measured:
   (``__global__`` functions, decorated kernel functions). Everything else -- cuBLAS,
   cuDNN, ATen's elementwise kernels, copies and fills, the kernels ``torch.compile``
   generates from PyTorch code -- is library;
-- on a CPU (the Triton interpreter), the op recorder's seconds inside library compute ops
-  against the call's time.
+- on a CPU (the Triton interpreter), the op recorder's count of the tensor elements
+  library compute ops were given, against the elements of the call's inputs.
 
 ``measure(call, ...)`` returns a ``Share`` (own fraction, the library kernels and their
 fractions); below the problem's ``MIN_KERNEL_SHARE`` the check fails naming them.
@@ -135,14 +135,18 @@ def measure_gpu(call: dict[str, Any], source: str, exact: bool) -> Share | None:
 
 
 def measure_cpu(call: dict[str, Any]) -> Share | None:
-    """The call-time split from the op recorder's seconds in library compute ops."""
-    elapsed = float(call.get("elapsed_s") or 0.0)
-    seconds = {str(k): float(v) for k, v in (call.get("aten_s") or {}).items()}
-    if elapsed <= 0:
+    """The split by data: the tensor elements library compute ops were given against the
+    elements of the call's inputs. On a CPU a Triton kernel runs in the interpreter, a
+    thousand times slower than the library, so time would hide a decoy; what the library
+    ops read does not (a decoy's ``torch.mm`` reads every input, a small epilogue on the
+    kernel's result reads little)."""
+    total = int(call.get("input_elements") or 0)
+    given = {str(k): int(v) for k, v in (call.get("aten_elements") or {}).items()}
+    if total <= 0:
         return None
-    spent = min(elapsed, sum(seconds.values()))
-    library = sorted(((op, s / elapsed) for op, s in seconds.items()), key=lambda kv: -kv[1])
-    return Share(1.0 - spent / elapsed, "call time", [kv for kv in library if kv[1] > 0])
+    spent = min(total, sum(given.values()))
+    library = sorted(((op, min(1.0, n / total)) for op, n in given.items()), key=lambda kv: -kv[1])
+    return Share(1.0 - spent / total, "input elements read", [kv for kv in library if kv[1] > 0])
 
 
 __all__ = [

@@ -409,55 +409,64 @@ class Worker:
         first_call = self.history.calls + 1
         pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]] = []
         assert self.recorder is not None and self.guard is not None
-        profiler = _kernel_profiler() if req.get("kernels") and self.device == "cuda" else None
-        if profiler is not None:
-            profiler.__enter__()
-        try:
-            for index in range(repeat):
-                if not burst or index == 0:
-                    self.poison([int(s) for s in req.get("poison", [])])
-                args = inputs
-                if slots:  # the data's output tensors: new and poisoned for every call
-                    args, made = fresh_slots(inputs, slots)
-                    call_no = self.history.next_call()
-                    for t in made:
-                        self.history.add(call_no, t, None)
-                else:
-                    call_no = self.history.next_call()
-                if self.counter is not None:
-                    self.counter.reset()
-                self.recorder.reset()
-                t0 = time.perf_counter()
-                result: Any = None
-                try:
-                    with torch.no_grad(), self.recorder:
-                        self.guard.activate()
-                        try:
-                            result = entry(*args) if self.entry_kind == "model" else entry(args)
-                        finally:
-                            self.guard.deactivate()
-                except BaseException as exc:
-                    error = self.describe_error(exc, "call", backend)
-                    if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
-                        self.dead = True
+        profile = bool(req.get("kernels")) and self.device == "cuda"
+        profiler: Any = None
+        for index in range(repeat):
+            if not burst or index == 0:
+                self.poison([int(s) for s in req.get("poison", [])])
+            args = inputs
+            if slots:  # the data's output tensors: new and poisoned for every call
+                args, made = fresh_slots(inputs, slots)
+                call_no = self.history.next_call()
+                for t in made:
+                    self.history.add(call_no, t, None)
+            else:
+                call_no = self.history.next_call()
+            if self.counter is not None:
+                self.counter.reset()
+            self.recorder.reset()
+            if profile:  # only the candidate's own call: the harness's fills stay out
+                torch.cuda.synchronize()
+                profiler = _kernel_profiler()
+                if profiler is not None:
+                    profiler.__enter__()
+            t0 = time.perf_counter()
+            result: Any = None
+            try:
+                with torch.no_grad(), self.recorder:
+                    self.guard.activate()
+                    try:
+                        result = entry(*args) if self.entry_kind == "model" else entry(args)
+                    finally:
+                        self.guard.deactivate()
+            except BaseException as exc:
+                error = self.describe_error(exc, "call", backend)
+                if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
+                    self.dead = True
+                break
+            finally:
+                if profiler is not None:
+                    try:
+                        torch.cuda.synchronize()
+                    finally:
+                        profiler.__exit__(None, None, None)
+            elapsed = time.perf_counter() - t0
+            leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
+            before = [leaf.detach().clone() for leaf in leaves]
+            record = self.call_record(elapsed, call_no)
+            pending.append((record, result, leaves, before))
+            if not burst:
+                error = self.settle_safely(pending, out_tensors, input_ranges, calls, False)
+                if error is not None:
                     break
-                elapsed = time.perf_counter() - t0
-                leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
-                before = [leaf.detach().clone() for leaf in leaves]
-                record = self.call_record(elapsed, call_no)
-                pending.append((record, result, leaves, before))
-                if not burst:
-                    error = self.settle_safely(pending, out_tensors, input_ranges, calls, False)
-                    if error is not None:
-                        break
-                del result, leaves, before, args
-            if pending and error is None:
-                error = self.settle_safely(pending, out_tensors, input_ranges, calls, burst)
-        finally:
-            if profiler is not None:
-                profiler.__exit__(None, None, None)
+            del result, leaves, before, args
+        if pending and error is None:
+            error = self.settle_safely(pending, out_tensors, input_ranges, calls, burst)
         if calls and not self.dead:
             calls[-1]["earlier_changed"] = self.history.changed(first_call)
+            calls[-1]["input_elements"] = sum(
+                t.numel() for i, t in enumerate(self.last_leaves) if i not in slots
+            )
             if profiler is not None:
                 calls[-1]["kernels"] = kernel_records(profiler)
                 calls[-1]["own_kernels"] = sorted(self.counter.names) if self.counter else []
@@ -493,6 +502,7 @@ class Worker:
             ),
             "aten": dict(recorder.aten.most_common(24)),
             "aten_s": dict(sorted(seconds.items(), key=lambda kv: -kv[1])[:16]),
+            "aten_elements": {op: n for op, n in recorder.elements.items() if is_compute(op)},
         }
         if self.torch_compile:
             record["compiled_forbidden"] = forbidden_compiled(self.forbidden_stems)

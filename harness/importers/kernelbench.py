@@ -149,9 +149,7 @@ class ModuleSizes:
     def sizes(self) -> dict[str, int]:
         """The upstream integer globals (the sizes a shape may override)."""
         return {
-            k: v
-            for k, v in self.original.items()
-            if isinstance(v, int) and not isinstance(v, bool)
+            k: v for k, v in self.original.items() if isinstance(v, int) and not isinstance(v, bool)
         }
 
     def apply(self, shape: dict[str, Any]) -> list[str]:

@@ -76,11 +76,10 @@ class AntiCheatRung:
         if refusal:
             found.insert(0, refusal)
         if share is not None and share.own < ctx.library.min_share:
-            found.insert(
-                1 if refusal else 0,
+            found.append(  # after the findings: a forbidden op named is the clearer reason
                 f"the candidate's own kernels did only {100 * share.own:.0f}% of the work "
                 f"({share.basis}; at least {100 * ctx.library.min_share:.0f}% required): "
-                f"library {share.describe()}",
+                f"library {share.describe()}"
             )
         details = {"library": ctx.library.describe()}
         if share is not None:
