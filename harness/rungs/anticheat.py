@@ -73,8 +73,8 @@ class AntiCheatRung:
             metrics["own_share"] = round(share.own, 4)
         found = list(ctx.findings.messages)
         refusal = ctx.library.plain_torch_refusal()
-        if refusal:
-            found.insert(0, refusal)
+        if refusal:  # after the findings: they name something more specific
+            found.append(refusal)
         if share is not None and share.own < ctx.library.min_share:
             found.append(  # after the findings: a forbidden op named is the clearer reason
                 f"the candidate's own kernels did only {100 * share.own:.0f}% of the work "

@@ -2,7 +2,7 @@
 # forbids nothing; accepted only with --backend torch (c04_honest_torch_compile)
 # problem: gpumode_axpy
 # options: policy_scan=false
-# expect: anti-cheat: no custom kernel
+# expect: anti-cheat: no custom kernel | which the reference computes
 import torch
 
 
