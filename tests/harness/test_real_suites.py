@@ -110,7 +110,7 @@ def test_kernelbench_shape_override_recomputes_derived_globals(tmp_path: Path) -
     assert tuple(problem.generate_input(1, {}, "cpu")[0].shape) == (64, 128, 3)
     # a derived global set explicitly wins over its expression
     assert tuple(problem.generate_input(1, {"M": 8, "N": 5}, "cpu")[0].shape) == (8, 5, 3)
-    with pytest.raises(ProblemError, match="no module-level K.*M, N"):
+    with pytest.raises(ProblemError, match=r"no module-level K.*M, N"):
         problem.generate_input(1, {"K": 3}, "cpu")
 
 
