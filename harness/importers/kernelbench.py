@@ -108,13 +108,13 @@ def reference_ops(source: str) -> list[str]:
 
 def _assignments(node: ast.stmt) -> list[tuple[str, ast.expr]]:
     """(name, expression) of a top-level ``x = ...``, ``x: int = ...`` or ``a, b = 1, 2``."""
+    target: ast.expr
     if isinstance(node, ast.AnnAssign) and node.value is not None:
-        targets, value = [node.target], node.value
+        target, value = node.target, node.value
     elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-        targets, value = [node.targets[0]], node.value
+        target, value = node.targets[0], node.value
     else:
         return []
-    target = targets[0]
     if isinstance(target, ast.Name):
         return [(target.id, value)]
     if (
@@ -188,7 +188,7 @@ def _meta_elements(module: Any, sizes: ModuleSizes, shape: dict[str, Any]) -> in
         sizes.apply(shape)
         with torch.device("meta"), torch.random.fork_rng(devices=[]):
             inputs = list(module.get_inputs())
-            init = getattr(module, "get_init_inputs", lambda: [])()
+            init: list[Any] = list(getattr(module, "get_init_inputs", lambda: [])())
             model = module.Model(*init)
         total = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
         return total + sum(p.numel() for p in model.parameters())
@@ -220,11 +220,11 @@ def scaled_shapes(module: Any, sizes: ModuleSizes, budget: int) -> list[dict[str
         if count <= budget:
             break
     keep = {k: v for k, v in shape.items() if v != upstream[k]}
-    big = max(keep, key=lambda k: keep[k]) if keep else None
+    top = max(keep, key=lambda k: keep[k]) if keep else None
     shapes = [keep]
-    if big is not None and keep[big] >= MIN_SCALED:
+    if top is not None and keep[top] >= MIN_SCALED:
         second = dict(keep)
-        second[big] = max(1, (keep[big] * 3) // 4)
+        second[top] = max(1, (keep[top] * 3) // 4)
         if _meta_elements(module, sizes, second) is not None:
             shapes.append(second)
     return shapes
