@@ -16,7 +16,7 @@ def spin_kernel(flag_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def custom_kernel(inputs):
-    x, y = inputs
+    x, _y = inputs
     out = torch.empty_like(x)
     flag = torch.zeros(1, device=x.device, dtype=torch.int32)
     spin_kernel[(triton.cdiv(x.numel(), 1024),)](flag, out, x.numel(), BLOCK=1024)
