@@ -2,10 +2,11 @@
 
 A burst of back-to-back calls on the same inputs (the shape of a timing loop) must give
 the reference every time — a candidate that behaves differently after the first calls
-or in "benchmark mode" fails here. Then one call on the largest checked shape measures
-the library share (``harness/library_share.py``: on a GPU the device time in the
-candidate's own kernels against library kernels, on a CPU the time outside library compute
-ops); below the problem's ``MIN_KERNEL_SHARE`` (default 80 %) the rung fails naming the
+or in "benchmark mode" fails here. Then one call measures the library share (on a GPU at
+the largest benchmark shape that is not huge, ``Inputs.share_shape``; else the largest
+checked shape) (``harness/library_share.py``: on a GPU the device time in the
+candidate's own kernels against library kernels, on a CPU the share of the data that
+library compute ops did not read); below the problem's ``MIN_KERNEL_SHARE`` (default 80 %) the rung fails naming the
 library kernels. A plain PyTorch candidate fails here unless it was asked for
 (``harness/library.py``). Then the worker is closed and every integrity finding of the
 whole session fails the rung, named: forbidden library ops at run time (the problem's and
@@ -96,11 +97,14 @@ class AntiCheatRung:
         return RungResult.passed(self, metrics, ctx.library.note() or share_note, details)
 
     def share(self, ctx: LadderContext) -> tuple[Share | None, str]:
-        """The library share of one call on the largest checked shape (None: not measured)."""
+        """The library share of one call (None: not measured)."""
         if not ctx.library.custom_kernel_required or not ctx.backend.compiles_kernels:
             return None, ""
         index = ctx.inputs.largest_shape_index()
-        record = ctx.workers.call(ctx.inputs.make(index, SHARE_TRIAL), kernels=True)
+        shape = ctx.inputs.share_shape() if ctx.device == "cuda" else None
+        record = ctx.workers.call(
+            ctx.inputs.make(index, SHARE_TRIAL, shape=shape, record=False), kernels=True
+        )
         if record.failed or not record.calls:
             return None, ""
         call = record.calls[-1]

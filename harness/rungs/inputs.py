@@ -29,6 +29,7 @@ from ..problem import Problem
 STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct seeds)
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
 STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
+SHARE_MAX_SIZE = 1 << 24  # product of a shape's sizes the library-share call may use
 
 
 def mix_seed(public: int, trial: int, secret: int) -> int:
@@ -227,6 +228,19 @@ class Inputs:
         inputs = self.make(0, UNSEEN_TRIAL + index, shape=shape, record=False, kind="unseen")
         inputs.shape_index = -1 - index  # never a public shape's poison sizes
         return inputs
+
+    def share_shape(self) -> dict[str, Any] | None:
+        """Where a GPU measures the library share: the largest benchmark shape that is not
+        huge (``SHARE_MAX_SIZE``), since at the tiny checked sizes every kernel is a ~2 us
+        launch and a small epilogue would look like a third of the work; None: the
+        largest checked shape. Problems whose default shapes are fitted to the device
+        (KernelBench) use those."""
+        if self.problem.device_shapes is not None:
+            return None
+        fits = [s for s in self.bench_shapes() if shape_size(s) <= SHARE_MAX_SIZE]
+        largest = shape_size(self.shapes[self.largest_shape_index()])
+        best = max(fits, key=shape_size, default=None)
+        return dict(best) if best is not None and shape_size(best) > largest else None
 
     def largest_shape_index(self) -> int:
         return max(range(len(self.shapes)), key=lambda i: shape_size(self.shapes[i]))
