@@ -206,3 +206,50 @@ def test_compile_clock_pauses_the_run_budget() -> None:
     assert after == pytest.approx(75.0 + 25.0)  # the 25 s of run time left when it began
     again = clock.start(after, now=80.0)
     assert again == pytest.approx(max(after, 80.0 + 40.0))  # 60 s of the budget used
+
+
+KB_ADD = dedent("""
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, a, b):
+            return a + b
+
+
+    n = 3000
+
+
+    def get_inputs():
+        return [torch.randn(n), torch.randn(n)]
+
+
+    def get_init_inputs():
+        return []
+""")
+
+KB_ADD_PASSTHROUGH = dedent("""
+    import torch.nn as nn
+    import triton  # noqa: F401  (looks like a Triton candidate)
+
+
+    class ModelNew(nn.Module):
+        def forward(self, a, b):
+            return a + b
+""")
+
+
+def test_kernelbench_elementwise_passthrough_is_caught(tmp_path: Path) -> None:
+    """Regression (issue 18): a KernelBench ``ModelNew`` returning ``a + b`` passed (the
+    importer forbade only heavy ops); now the reference's recorded ops are forbidden."""
+    from harness.runner import LocalRunner, check
+
+    problem = _write(tmp_path, "97_Add.py", KB_ADD)
+    candidate = tmp_path / "model_new.py"
+    candidate.write_text(KB_ADD_PASSTHROUGH)
+    options = RunOptions(device="cpu", trials=1, burst=2, record=False, policy_scan=False)
+    verdict = check(problem, candidate, options, runner=LocalRunner())
+    failed = verdict.failed_rung
+    assert failed is not None and failed.name == "anti-cheat", verdict.lines()
+    assert "aten::add" in failed.reason and "which the reference computes" in failed.reason
