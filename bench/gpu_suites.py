@@ -91,7 +91,9 @@ def prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(problem: Path, candidate: Path, device: str, **extra: Any) -> dict[str, Any]:
+def _check(
+    problem: Path, candidate: Path, device: str, torch_ok: bool = False, **extra: Any
+) -> dict[str, Any]:
     from harness.candidate import load_candidate
     from harness.problem import load_problem
     from harness.runner import LocalRunner, RunOptions, check
@@ -101,7 +103,7 @@ def _check(problem: Path, candidate: Path, device: str, **extra: Any) -> dict[st
         detected = load_candidate(candidate, load_problem(problem)).backend
     except Exception:
         detected = None
-    if detected == "torch":
+    if torch_ok and detected == "torch":
         backend = "torch"  # upstream's PyTorch solutions, checked as PyTorch
     options = RunOptions(device=device, record=False, backend=backend, **extra)
     t0 = time.monotonic()
@@ -129,7 +131,7 @@ def gpumode(device: str, deadline: float) -> list[dict[str, Any]]:
             if not candidate.is_file() or time.monotonic() > deadline:
                 continue
             expect = "wrong" not in candidate.parts
-            result = _check(problem, candidate, device)
+            result = _check(problem, candidate, device, torch_ok=True)
             result.update(
                 problem=problem.name, candidate=str(candidate.relative_to(problem)), expect=expect
             )
