@@ -253,3 +253,21 @@ def test_kernelbench_elementwise_passthrough_is_caught(tmp_path: Path) -> None:
     failed = verdict.failed_rung
     assert failed is not None and failed.name == "anti-cheat", verdict.lines()
     assert "aten::add" in failed.reason and "which the reference computes" in failed.reason
+
+
+def test_a_thread_is_known_by_the_code_it_will_run() -> None:
+    """The guard lets PyTorch's compile machinery start threads, never ones that run the
+    candidate's code (a torch helper handed a candidate callable)."""
+    import functools
+    import threading
+
+    from harness.guards import thread_target_file
+
+    def work() -> None:
+        pass
+
+    thread = threading.Thread(target=work)
+    assert thread_target_file(thread._bootstrap) == __file__  # what _thread is handed
+    assert thread_target_file(functools.partial(work)) == __file__
+    assert thread_target_file(work) == __file__
+    assert thread_target_file(None) == ""
