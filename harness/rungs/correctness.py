@@ -9,7 +9,8 @@ nondeterministic. The first trial of the first shape is the compile rung's ``Fir
 when it produced an output.
 
 Then what the candidate was never shown (``rungs/inputs.py``): two shapes derived from the
-checked ones with the secret, and one trial of rescaled, shifted inputs with the absolute
+checked ones with the secret (on a GPU a third between the checked and the benchmark
+sizes), and one trial of rescaled, shifted inputs with the absolute
 tolerance scaled to match. A failure there says "an unseen shape" or "rescaled inputs",
 not which; the verdict lists the unseen shapes (``seeds``) once the check is over.
 """
