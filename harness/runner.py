@@ -18,7 +18,9 @@ after 20 s", "worker exited with status 0 before reporting a result").
 The load request has two limits: the worker's own start-up (interpreter, torch, CUDA
 context: ``startup_timeout_s``) ends when the worker says it is about to import the
 candidate, and from there the candidate's import has the request's timeout (``--timeout``,
-or a backend's floor for builds that need minutes).
+or a backend's floor for builds that need minutes). Within any request, time the worker
+reports compiling (interim ``compile`` frames, ``harness/jitclock.py``) pauses the run
+budget, up to a compile budget per worker (``first_call_timeout_s``, twice over).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import channel, cleanup, sandbox, templates
+from .jitclock import CompileClock
 from .options import RunOptions
 from .session import Reply, WorkerGone, WorkerSession
 from .workerenv import harness_root, scrubbed_env
@@ -100,6 +103,7 @@ class LocalSession:
         self.memory_cap = cap
         self._gone: WorkerGone | None = None
         self.startup_timeout_s = options.startup_timeout_s
+        self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
         self.isolation = sandbox.isolation()
         if self.isolation.mode == "none":
             sandbox.harden_parent()
@@ -242,17 +246,25 @@ class LocalSession:
         limit = max(self.startup_timeout_s, timeout_s) if loading else timeout_s
         deadline = time.monotonic() + limit
         starting = loading
+        clock = self.compile_clock
         try:
             self.end.send(header, tensors, deadline, self._tick)
-            frame = self.end.recv(deadline, self._tick, max_reply_bytes)
-            if loading and frame.header.get("stage") == "import":
-                starting = False
-                deadline = time.monotonic() + timeout_s
+            while True:  # interim frames: the import begins, a compile starts or ends
                 frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+                stage = frame.header.get("stage")
+                if stage == "import" and loading:
+                    starting = False
+                    deadline = time.monotonic() + timeout_s
+                elif stage == "compile":
+                    deadline = clock.on_frame(frame.header, deadline)
+                else:
+                    break
         except channel.ChannelTimeout:
             self.kill()
             if starting and limit > timeout_s:
                 reason = f"the worker did not start within {limit:g} s (killed)"
+            elif clock.compiling:
+                reason = f"compiling took longer than {clock.budget_s:g} s (killed)"
             else:
                 reason = f"timed out after {timeout_s:g} s (killed)"
             self._gone = WorkerGone(reason, self.stderr_tail())
