@@ -616,8 +616,44 @@ class IdentitySnapshot:
             if len(fp) != len(original) or any(
                 a is not b for a, b in zip(fp, original, strict=False)
             ):
+                if _unchanged(original) and _dynamo_rewrap(current, original[0]):
+                    continue
                 out.append(name)
         return out
+
+
+def _unchanged(original: tuple[Any, ...]) -> bool:
+    fp = _fingerprint(original[0])
+    return len(fp) == len(original) and all(a is b for a, b in zip(fp, original, strict=False))
+
+
+def _dynamo_rewrap(current: Any, original: Any) -> bool:
+    """Whether ``current`` is PyTorch's own wrapper of ``original``: importing
+    ``torch._dynamo`` (``torch.profiler`` does on first use) rebinds ``torch.manual_seed``
+    and other RNG functions to ``torch._disable_dynamo(original)``, a closure over the
+    original. Accepted only when the wrapper's code is that closure's (candidate frames
+    cannot make code objects), it closes over the untouched original, and the disable
+    function it caches on the original, if any, is dynamo's."""
+    code = getattr(current, "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_name != "inner":
+        return False
+    if not code.co_filename.endswith(os.path.join("torch", "_compile.py")):
+        return False
+    if getattr(current, "__wrapped__", None) is not original:
+        return False
+    cells = dict(zip(code.co_freevars, current.__closure__ or (), strict=False))
+    try:
+        if cells["fn"].cell_contents is not original:
+            return False
+    except (KeyError, ValueError):
+        return False
+    cached = getattr(original, "__dynamo_disable", None)
+    if cached is not None:
+        cached_code = getattr(cached, "__code__", None)
+        where = getattr(cached_code, "co_filename", "")
+        if f"torch{os.sep}_dynamo{os.sep}" not in where:
+            return False
+    return True
 
 
 def _lookup(owner: Any, attr: str) -> Any:

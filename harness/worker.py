@@ -204,6 +204,12 @@ class Worker:
                 prepare_torch_compile(backend, self.counter, self.device)
             except Exception:
                 self.torch_compile = False
+        # filelock (torch and triton import it lazily) adds a process-wide audit hook at
+        # import: imported before the guard, it is the harness's, not the candidate's
+        try:
+            import filelock  # noqa: F401
+        except Exception:
+            pass
         for name in req.get("snapshot_imports") or []:
             try:  # another backend the candidate mentions: what it could patch is snapshotted
                 importlib.import_module(str(name))

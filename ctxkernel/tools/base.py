@@ -339,7 +339,10 @@ def _encodable(text: str) -> bool:
 
 
 def _check_schema(tool: Tool) -> None:
-    import jsonschema
+    try:
+        import jsonschema
+    except ImportError:  # a harness-only install (a GPU box): the schemas are checked in CI
+        return
 
     try:
         jsonschema.Draft202012Validator.check_schema(tool.input_schema)
