@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import symbols
+from . import querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder
 from .errors import UserError
@@ -55,6 +55,7 @@ class Weights:
     file: float = 1.5  # BM25 over whole files, through each file's best chunk
     dense: float = 1.5  # embedding similarity of chunk summaries
     symbol: float = 1.5  # chunks that define a name the query spells out
+    raises: float = 3.0  # chunks whose statement raises the pasted error message
     head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
 
 
@@ -122,19 +123,27 @@ class Searcher:
         lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
         sharp: list[tuple[float, list[tuple[str, int]]]] = []  # lists whose order must hold
         caches = {name: self.store.synced_cache(name) for name in names}
+        # a pasted error is searched by its message: the exception type, the compiler's
+        # location and quotes are wrapping no source line holds
+        message = querytext.error_message(query)
+        text = message or query
+        pool: list[tuple[float, str, int]] = []  # body matches the raise sites are read from
         # Each ranker gives one list over all the corpora, merged by its score (BM25,
         # cosine distance, definition order), so a corpus's place in it is earned: a
         # tiny corpus's weak best match no longer ranks with a big corpus's best one.
         if mode in ("hybrid", "lexical"):
             t = time.perf_counter()
-            tokens = tokenize(query)
+            tokens = tokenize(text)
             name_query = is_name_query(query)
             by_field: dict[str, list[tuple[float, str, int]]] = {}
             shared = _shared_idf(caches, tokens) if len(caches) > 1 else {}
+            lex_depth = max(depth, RAISE_POOL) if message and mode == "hybrid" else depth
             for name, cache in caches.items():
-                scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
+                scored_fields = _lexical_scored(cache, tokens, lex_depth, filters, shared.get(name))
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
+            if lex_depth > depth:
+                pool = sorted(by_field.get("body", []), key=lambda e: -e[0])[:RAISE_POOL]
             for fieldname, entries in by_field.items():
                 weight = getattr(self.weights, fieldname)
                 if fieldname == "head" and not name_query:
@@ -144,7 +153,7 @@ class Searcher:
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            vector = self.embedder.embed_query(query)
+            vector = self.embedder.embed_query(text)
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             near: list[tuple[float, str, int]] = []
@@ -164,6 +173,12 @@ class Searcher:
             if defs:
                 ranked = _best_first(defs, SYMBOL_DEPTH, reverse=False)
                 (sharp if name_query else lists).append((self.weights.symbol, ranked))
+            if message and pool and self.weights.raises:
+                t = time.perf_counter()
+                raising = _raise_sites(caches, pool, message)
+                if raising:
+                    sharp.append((self.weights.raises, raising))
+                timings["raises_ms"] = (time.perf_counter() - t) * 1000
         fused = _rrf(lists, sharp)
         hits = self._materialize(caches, fused, k, filters, mode)
         took = (time.perf_counter() - t0) * 1000
@@ -210,6 +225,7 @@ class Searcher:
 
 
 SHORT_CHUNK_LINES = 8
+RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
 RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
@@ -296,6 +312,23 @@ def _symbol_rows(
                 ranked.append((key, row))
     ranked.sort(key=lambda kr: kr[0])
     return ranked[:SYMBOL_DEPTH]
+
+
+def _raise_sites(
+    caches: dict[str, CorpusCache], pool: list[tuple[float, str, int]], message: str
+) -> list[tuple[str, int]]:
+    """(corpus, row) of the pooled chunks whose statement raises ``message``, best first."""
+    by_corpus: dict[str, list[int]] = {}
+    for _, name, row in pool:
+        by_corpus.setdefault(name, []).append(row)
+    scored: list[tuple[float, int, str, int]] = []
+    for name, rows in by_corpus.items():
+        for row, chunk in caches[name].chunks_by_rows(rows).items():
+            share, _ = raises.match(chunk.text, message)
+            if share > 0:
+                scored.append((-share, len(scored), name, row))
+    scored.sort()
+    return [(name, row) for _, _, name, row in scored[:SYMBOL_DEPTH]]
 
 
 def is_name_query(query: str) -> bool:
