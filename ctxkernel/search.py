@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import querytext, raises, symbols
+from . import pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder
 from .errors import UserError
@@ -56,6 +56,8 @@ class Weights:
     dense: float = 1.5  # embedding similarity of chunk summaries
     symbol: float = 1.5  # chunks that define a name the query spells out
     raises: float = 3.0  # chunks whose statement raises the pasted error message
+    path: float = 0.5  # files whose folder and file names hold the query's words
+    path_in_example: float = 2.0  # ... when the query asks for an example
     head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
 
 
@@ -127,6 +129,7 @@ class Searcher:
         # location and quotes are wrapping no source line holds
         message = querytext.error_message(query)
         text = message or query
+        example = querytext.wants_example(query)
         pool: list[tuple[float, str, int]] = []  # body matches the raise sites are read from
         # Each ranker gives one list over all the corpora, merged by its score (BM25,
         # cosine distance, definition order), so a corpus's place in it is earned: a
@@ -173,6 +176,16 @@ class Searcher:
             if defs:
                 ranked = _best_first(defs, SYMBOL_DEPTH, reverse=False)
                 (sharp if name_query else lists).append((self.weights.symbol, ranked))
+            path_weight = self.weights.path_in_example if example else self.weights.path
+            if path_weight and not message and not name_query:
+                found: list[tuple[float, str, int]] = []
+                for name, cache in caches.items():
+                    index = pathrank.path_index(cache, cache.get_info("generation") or "")
+                    found.extend((sc, name, r) for sc, r in index.rank(query, depth))
+                if found:
+                    allowed = _allowed_rows(caches, filters)
+                    found = [e for e in found if allowed is None or e[2] in allowed[e[1]]]
+                    lists.append((path_weight, _best_first(found, depth, reverse=True)))
             if message and pool and self.weights.raises:
                 t = time.perf_counter()
                 raising = _raise_sites(caches, pool, message)
@@ -180,7 +193,7 @@ class Searcher:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
         fused = _rrf(lists, sharp)
-        hits = self._materialize(caches, fused, k, filters, mode)
+        hits = self._materialize(caches, fused, k, filters, mode, example)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(hits, took, mode, names, timings)
 
@@ -204,6 +217,7 @@ class Searcher:
         k: int,
         filters: Filters,
         mode: str,
+        example: bool = False,
     ) -> list[Hit]:
         # the same window whatever k is (up to 10), so top-5 is the head of top-10
         wanted = fused[: max(k * 3, RERANK_WINDOW)]
@@ -216,7 +230,10 @@ class Searcher:
             chunk = chunks[name].get(row)
             if chunk is None or not filters.accepts(chunk):
                 continue
-            hits.append(Hit(chunk, score=score * length_prior(chunk), via=mode))
+            prior = length_prior(chunk)
+            if example and chunk.kind in EXAMPLE_KINDS:
+                prior *= EXAMPLE_BOOST
+            hits.append(Hit(chunk, score=score * prior, via=mode))
         hits.sort(key=lambda h: -h.score)
         hits = merge_adjacent(hits)[:k]
         for i, h in enumerate(hits, 1):
@@ -225,6 +242,8 @@ class Searcher:
 
 
 SHORT_CHUNK_LINES = 8
+EXAMPLE_KINDS = frozenset({"example", "tutorial"})
+EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial chunks
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
@@ -312,6 +331,19 @@ def _symbol_rows(
                 ranked.append((key, row))
     ranked.sort(key=lambda kr: kr[0])
     return ranked[:SYMBOL_DEPTH]
+
+
+def _allowed_rows(caches: dict[str, CorpusCache], filters: Filters) -> dict[str, set[int]] | None:
+    """Per corpus, the rows the filters let through; None when nothing is filtered."""
+    if not (filters.path or filters.language or filters.kind):
+        return None
+    out = {}
+    for name, cache in caches.items():
+        rows = cache.filter_rows(
+            paths_glob=filters.path, language=filters.language, kind=filters.kind
+        )
+        out[name] = rows if rows is not None else set()
+    return out
 
 
 def _raise_sites(
