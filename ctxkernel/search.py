@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import pathrank, querytext, raises, symbols
+from . import hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder
 from .errors import UserError
@@ -231,17 +231,21 @@ class Searcher:
             if chunk is None or not filters.accepts(chunk):
                 continue
             prior = length_prior(chunk)
+            if HUB_PRIOR < 1.0 and hubs.listing_share(chunk.text) >= HUB_SHARE:
+                prior *= HUB_PRIOR
             if example and chunk.kind in EXAMPLE_KINDS:
                 prior *= EXAMPLE_BOOST
             hits.append(Hit(chunk, score=score * prior, via=mode))
         hits.sort(key=lambda h: -h.score)
-        hits = merge_adjacent(hits)[:k]
+        hits = spread(merge_adjacent(hits))[:k]
         for i, h in enumerate(hits, 1):
             h.rank = i
         return hits
 
 
 SHORT_CHUNK_LINES = 8
+HUB_SHARE = 0.7  # of a chunk's lines that are listing (see hubs.py) to make it a hub
+HUB_PRIOR = 0.85  # a hub chunk's score
 EXAMPLE_KINDS = frozenset({"example", "tutorial"})
 EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial chunks
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
@@ -383,6 +387,35 @@ def _rrf(
             for rank, key in enumerate(ranked, 1):
                 scores[key] = scores.get(key, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+REGION_GAP = 0  # lines between two hits of one file that make them one region
+MAX_PER_FILE = 0  # hits of one file before the rest of that file waits (0: no limit)
+
+
+def spread(hits: list[Hit]) -> list[Hit]:
+    """One hit per file region: a hit within ``REGION_GAP`` lines of a better one of its
+    file, or past the ``MAX_PER_FILE``-th of its file, moves behind the other files'
+    hits (in its order), so neighbouring chunks of one file do not fill the slots."""
+    if not REGION_GAP and not MAX_PER_FILE:
+        return hits
+    first: list[Hit] = []
+    later: list[Hit] = []
+    per_file: dict[tuple[str, str], list[Hit]] = {}
+    for hit in hits:
+        c = hit.chunk
+        kept = per_file.setdefault((c.corpus, c.path), [])
+        near = any(
+            c.start_line <= k.chunk.end_line + REGION_GAP
+            and k.chunk.start_line <= c.end_line + REGION_GAP
+            for k in kept
+        )
+        if (REGION_GAP and near) or (MAX_PER_FILE and len(kept) >= MAX_PER_FILE):
+            later.append(hit)
+        else:
+            kept.append(hit)
+            first.append(hit)
+    return first + later
 
 
 def merge_adjacent(hits: list[Hit]) -> list[Hit]:
