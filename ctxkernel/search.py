@@ -6,6 +6,7 @@ reciprocal-rank fusion; filters by corpus, path glob, language and kind.
 from __future__ import annotations
 
 import fnmatch
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -140,13 +141,15 @@ class Searcher:
             name_query = is_name_query(query)
             by_field: dict[str, list[tuple[float, str, int]]] = {}
             shared = _shared_idf(caches, tokens) if len(caches) > 1 else {}
-            lex_depth = max(depth, RAISE_POOL) if message and mode == "hybrid" else depth
             for name, cache in caches.items():
-                scored_fields = _lexical_scored(cache, tokens, lex_depth, filters, shared.get(name))
+                scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
-            if lex_depth > depth:
-                pool = sorted(by_field.get("body", []), key=lambda e: -e[0])[:RAISE_POOL]
+            if message and mode == "hybrid":
+                for name, cache in caches.items():
+                    weights = shared.get(name, {}).get("body")
+                    pool.extend(_body_pool(cache, tokens, RAISE_POOL, filters, weights))
+                pool = sorted(pool, key=lambda e: -e[0])[:RAISE_POOL]
             for fieldname, entries in by_field.items():
                 weight = getattr(self.weights, fieldname)
                 if fieldname == "head" and not name_query:
@@ -156,7 +159,7 @@ class Searcher:
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            vector = self.embedder.embed_query(text)
+            vector = query_vector(self.embedder, text)
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             near: list[tuple[float, str, int]] = []
@@ -254,6 +257,24 @@ RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
 RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
 
 
+QUERY_THREADS = 1  # torch threads that embed one query (0: torch's default)
+
+
+def query_vector(embedder: Embedder, text: str) -> Any:
+    """The query's embedding, computed on ``QUERY_THREADS`` threads: one short sentence
+    gains nothing from more, and on a busy machine the threads wait on each other (on 2
+    shared cores: 20 ms on one thread, 100-500 ms on two)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not QUERY_THREADS or torch.get_num_threads() <= QUERY_THREADS:
+        return embedder.embed_query(text)
+    before = torch.get_num_threads()
+    torch.set_num_threads(QUERY_THREADS)
+    try:
+        return embedder.embed_query(text)
+    finally:
+        torch.set_num_threads(before)
+
+
 def length_prior(chunk: Chunk) -> float:
     """Tiny chunks (a heading, a two-line stub) say little: rank them a little lower —
     never enough to overturn a clear first place."""
@@ -348,6 +369,33 @@ def _allowed_rows(caches: dict[str, CorpusCache], filters: Filters) -> dict[str,
         )
         out[name] = rows if rows is not None else set()
     return out
+
+
+def _body_pool(
+    cache: CorpusCache,
+    tokens: list[str],
+    n: int,
+    filters: Filters,
+    weights: dict[str, float] | None,
+) -> list[tuple[float, str, int]]:
+    """(BM25 body score, corpus, row) of the ``n`` best chunks by body text alone."""
+    import numpy as np
+
+    index = cache.bm25()
+    if index is None or not tokens or not len(index.rows):
+        return []
+    scores = index.scores("body", tokens, weights)
+    allowed = cache.filter_rows(
+        paths_glob=filters.path, language=filters.language, kind=filters.kind
+    )
+    if allowed is not None:
+        mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        scores = np.where(mask, scores, 0.0)
+    n = min(n, int((scores > 0).sum()))
+    if n <= 0:
+        return []
+    top = np.argpartition(-scores, n - 1)[:n]
+    return [(float(scores[i]), cache.corpus, int(index.rows[i])) for i in top]
 
 
 def _raise_sites(

@@ -132,3 +132,12 @@ def test_path_words_meet_query_words() -> None:
     assert {"cutedsl", "blackwell", "dense", "gemm", "densegemm"} <= set(words)
     query = pathrank.words("an example of dense GEMM with CuTe DSL", pairs=True)
     assert {"densegemm", "cutedsl"} <= set(query)
+
+
+def test_regression_backslash_continued_assert_is_one_statement() -> None:
+    text = (
+        "assert value.shape == desc.block_shape, \\\n"
+        '    f"expected value shape {desc.block_shape}, got {value.shape}"\n'
+    )
+    score, line = raises.match(text, "expected value shape (256, 128), got (2, 1)")
+    assert score == pytest.approx(1.0) and line == 0
