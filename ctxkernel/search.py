@@ -482,11 +482,11 @@ def merge_adjacent(hits: list[Hit]) -> list[Hit]:
                 if c.start_line >= k.start_line and c.end_line <= k.end_line:
                     break  # already covered
                 first, second = (k, c) if k.start_line <= c.start_line else (c, k)
-                merged_text = (
-                    first.text + "\n" + second.text
-                    if second.start_line > first.end_line
-                    else first.text
-                )
+                if second.start_line > first.end_line:
+                    merged_text = first.text + "\n" + second.text
+                else:  # overlapping: the second's lines past the first's end follow it
+                    tail = second.text.splitlines()[first.end_line - second.start_line + 1 :]
+                    merged_text = "\n".join([first.text, *tail]) if tail else first.text
                 kept.chunk = Chunk(
                     **{
                         **k.__dict__,
