@@ -29,6 +29,10 @@ WILD = "\x00"
 MAX_SITE_LINES = 12
 RAISING_WEIGHT = 1.0
 HOLDING_WEIGHT = 0.8  # a literal outside a raise (a message built first, a log line)
+KEYS = 6  # message words whose lines are read for sites
+# a site's words the message lacks count against it only partly: a user may paste the
+# first sentence of a longer message
+PRECISION_FLOOR = 0.4
 MIN_SHARE = 0.35  # of the message's words a site's literals must account for
 
 
@@ -47,7 +51,10 @@ def sites(text: str, words: list[str] | None = None) -> list[Site]:
     if words is None:
         starts: list[int] | None = None
     else:
-        keys = sorted(words, key=len, reverse=True)[:4]
+        # the longest words without digits: a runtime value (a shape, a dtype) is
+        # neither in the source nor a good key
+        plain = [w for w in words if not any(c.isdigit() for c in w)] or list(words)
+        keys = sorted(plain, key=len, reverse=True)[:KEYS]
         held = [
             i
             for i, line in enumerate(lines)
@@ -158,7 +165,7 @@ def site_share(pattern: tuple[str, ...], words: list[str]) -> float:
     # values the site leaves to wildcards account for message words it does not spell
     if wild and precision == 1.0:
         recall = max(recall, min(1.0, common / max(1, m - _value_words(words))))
-    return recall * precision**2
+    return recall * (PRECISION_FLOOR + (1 - PRECISION_FLOOR) * precision)
 
 
 def _value_words(words: list[str]) -> int:
@@ -175,13 +182,14 @@ def match(text: str, message: str) -> tuple[float, int]:
     # most pooled chunks share a few words with the message, not most of its text
     content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
     low = text.lower()
-    if sum(1 for w in content if w in low) < max(2, 0.5 * len(content)):
+    plain = [w for w in content if not any(c.isdigit() for c in w)] or content
+    if sum(1 for w in plain if w in low) < max(2, 0.5 * len(plain)):
         return 0.0, -1
     best, where = 0.0, -1
     for site in sites(text, content):
         literal = {p for p in site.pattern if p != WILD}
         common = len(literal & vocabulary)
-        if common < 2 or common < 0.5 * len(literal):
+        if common < 2 or common < 0.5 * MIN_SHARE * len(vocabulary):
             continue  # cheap before the in-order match
         share = site_share(site.pattern, words)
         if share < MIN_SHARE:

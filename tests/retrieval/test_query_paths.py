@@ -141,3 +141,15 @@ def test_regression_backslash_continued_assert_is_one_statement() -> None:
     )
     score, line = raises.match(text, "expected value shape (256, 128), got (2, 1)")
     assert score == pytest.approx(1.0) and line == 0
+
+
+def test_first_sentence_of_a_longer_message_still_finds_its_site() -> None:
+    text = (
+        "raise ValueError(\n"
+        '    f"tile {tile} does not divide the problem. Pick a tile that divides M, N and K, "\n'
+        '    "or pad the operands first"\n'
+        ")\n"
+        'log("the problem tile does not fit")\n'
+    )
+    score, line = raises.match(text, "tile (128, 64) does not divide the problem.")
+    assert score > raises.MIN_SHARE and line == 0
