@@ -13,9 +13,9 @@ from typing import Any
 
 from . import symbols
 from .corpus import Chunk, Hit
-from .embed import Embedder
+from .embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
-from .store import CorpusCache, Store
+from .store import STORE_FORMAT, CorpusCache, Store
 from .tokenize import identifiers, tokenize
 
 MODES = ("hybrid", "lexical", "dense")
@@ -53,7 +53,8 @@ class Weights:
     body: float = 1.0  # BM25 over chunk text
     head: float = 1.0  # BM25 over symbol, title, defined names, file name
     file: float = 1.5  # BM25 over whole files, through each file's best chunk
-    dense: float = 1.5  # embedding similarity of chunk summaries
+    dense: float = 1.5  # embedding similarity of chunk summaries (a transformer's vectors)
+    dense_static: float = 1.0  # the same with static vectors: a blunter ranking, counted less
     symbol: float = 1.5  # chunks that define a name the query spells out
     head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
 
@@ -68,20 +69,55 @@ class SearchResult:
 
 
 class Searcher:
-    """Holds the store, the embedder (loaded once, lazily) and the per-corpus caches."""
+    """Holds the store, the embedders (loaded once, lazily) and the per-corpus caches.
+
+    A corpus's query vector comes from the embedder that built it (its record says which);
+    an ``embedder`` given here is a requirement: a corpus built with another is an error.
+    """
 
     def __init__(
         self, store: Store, embedder: Embedder | None = None, weights: Weights | None = None
     ) -> None:
         self.store = store
         self._embedder = embedder
+        self._by_key: dict[str, Embedder] = {embedder.key: embedder} if embedder else {}
         self.weights = weights or Weights()
 
     @property
     def embedder(self) -> Embedder:
+        """The required embedder, else the default one."""
         if self._embedder is None:
-            self._embedder = Embedder()
+            self._embedder = get_embedder()
+            self._by_key.setdefault(self._embedder.key, self._embedder)
         return self._embedder
+
+    def embedder_for(self, corpus: str) -> Embedder:
+        """The embedder whose vectors the corpus holds."""
+        record = self.store.record(corpus)
+        if record is None or not record.model:
+            return self.embedder
+        if self.store.local and record.store_format < STORE_FORMAT:
+            raise UserError(
+                f"corpus {corpus!r} was indexed by an older ctxkernel (vectors in chroma); "
+                f"run `ctxkernel index {corpus}` to move it to the current store "
+                "(its embeddings are reused)"
+            )
+        if self._embedder is not None and record.model != self._embedder.key:
+            raise UserError(
+                f"corpus {corpus!r} was embedded with {record.model}, not {self._embedder.key}; "
+                f"search it without --embed, or re-index it with this embedder "
+                f"(`ctxkernel index {corpus} --embed {self._embedder.spec}`)"
+            )
+        found = self._by_key.get(record.model)
+        if found is None:
+            found = embedder_for_record(record.embedder, record.model, record.recipe)
+            self._by_key[record.model] = found
+        return found
+
+    def warm(self, corpora: Sequence[str] | None = None) -> None:
+        """Load the embedders of these corpora (default: all indexed) and their snapshots."""
+        for name in corpora or self.indexed():
+            self.embedder_for(name).embed_query("warm up")
 
     def indexed(self) -> list[str]:
         return self.store.corpora()
@@ -136,16 +172,16 @@ class Searcher:
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            vector = self.embedder.embed_query(query)
+            # one query vector per embedder: corpora built with different ones each get theirs
+            embedders = {name: self.embedder_for(name) for name in caches}
+            vectors = {name: e.embed_query(query) for name, e in embedders.items()}
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             for name, cache in caches.items():
-                lists.append(
-                    (
-                        self.weights.dense,
-                        [(name, r) for r in self._dense(name, cache, vector, depth, filters)],
-                    )
-                )
+                rows = self._dense(name, cache, vectors[name], depth, filters)
+                static = embedders[name].kind == "static"
+                weight = self.weights.dense_static if static else self.weights.dense
+                lists.append((weight, [(name, r) for r in rows]))
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
         if mode == "hybrid":
             # a bare name asks for its definition: the definitions lead, in their order
@@ -164,6 +200,8 @@ class Searcher:
     def _dense(
         self, name: str, cache: CorpusCache, vector: Any, depth: int, filters: Filters
     ) -> list[int]:
+        if self.store.local:
+            return _local_dense(cache, vector, depth, filters)
         n = depth * (4 if filters.path else 1)
         found = self.store.query(name, vector, n, filters.where())
         rows = cache.rows_for_ids([i for i, _ in found])
@@ -229,6 +267,23 @@ def _lexical(
         mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
     ranked: dict[str, list[int]] = index.rank(tokens, depth, mask)
     return ranked
+
+
+def _local_dense(cache: CorpusCache, vector: Any, depth: int, filters: Filters) -> list[int]:
+    """Rows nearest to ``vector`` in the corpus's vector snapshot (``vectors.DenseIndex``)."""
+    import numpy as np
+
+    index = cache.dense()
+    if index is None:
+        return []
+    allowed = cache.filter_rows(
+        paths_glob=filters.path, language=filters.language, kind=filters.kind
+    )
+    mask = None
+    if allowed is not None:
+        mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+    rows: list[int] = index.rank(vector, depth, mask)
+    return rows
 
 
 def _symbol_rows(cache: CorpusCache, query: str, filters: Filters) -> list[int]:

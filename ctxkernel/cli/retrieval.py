@@ -9,7 +9,7 @@ import click
 
 from .. import progress as progress_mod
 from ..render import json_line, print_file_range, print_hits
-from .common import index_options, json_option, workspace
+from .common import embed_option, index_options, json_option, workspace
 
 
 @click.command("index")
@@ -27,6 +27,7 @@ from .common import index_options, json_option, workspace
 @click.option(
     "--force", is_flag=True, help="Re-chunk and re-embed everything, even unchanged files."
 )
+@embed_option
 @index_options
 @json_option
 def index_cmd(
@@ -34,6 +35,7 @@ def index_cmd(
     source: str | None,
     ref: str,
     force: bool,
+    embed: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -41,15 +43,17 @@ def index_cmd(
     """Index the corpus NAME (see `ctxkernel corpora` for the defined ones).
 
     Clones or reads the source, chunks files by structure, embeds new chunks and
-    stores them with a lexical index beside. Re-running only redoes changed files.
+    stores them with a lexical index beside. Re-running only redoes changed files;
+    another --embed than the corpus was built with re-embeds its chunks.
 
     \b
     Examples:
       ctxkernel index triton --source pkg:triton
       ctxkernel index cutlass --source ~/mirrors/cutlass.git
+      ctxkernel index cutlass --embed minilm
       ctxkernel index ptx --source ./ptx-isa.html
     """
-    ws = workspace(index_dir, chroma_url)
+    ws = workspace(index_dir, chroma_url, embed)
     with progress_mod.for_cli(as_json) as progress:
         report = ws.index(name, source=source, ref=ref, progress=progress, force=force)
     if as_json:
@@ -61,11 +65,14 @@ def index_cmd(
 
 @click.command("update")
 @click.argument("name")
+@embed_option
 @index_options
 @json_option
-def update_cmd(name: str, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+def update_cmd(
+    name: str, embed: str | None, index_dir: str | None, chroma_url: str | None, as_json: bool
+) -> int:
     """Pull what changed upstream for NAME (from the source it was indexed from) and re-index the difference."""
-    ws = workspace(index_dir, chroma_url)
+    ws = workspace(index_dir, chroma_url, embed)
     with progress_mod.for_cli(as_json) as progress:
         report = ws.update(name, progress=progress)
     if as_json:
@@ -105,12 +112,23 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for col in ("corpus", "source", "version", "indexed", "files", "chunks", "size", "upstream"):
+    cols = (
+        "corpus",
+        "source",
+        "version",
+        "indexed",
+        "files",
+        "chunks",
+        "embedder",
+        "size",
+        "upstream",
+    )
+    for col in cols:
         table.add_column(col)
     for st in statuses:
         r = st.record
         if r is None:
-            table.add_row(st.name, "-", "-", "not indexed", "-", "-", "-", "-")
+            table.add_row(st.name, "-", "-", "not indexed", "-", "-", "-", "-", "-")
             continue
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.indexed_at)) if r.indexed_at else "-"
@@ -125,6 +143,7 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
             when,
             str(r.files),
             str(r.chunks),
+            r.embedder or r.model or "-",
             _size(st.size_bytes),
             moved,
         )
@@ -183,6 +202,14 @@ def _size(n: int) -> str:
     help="The cross-encoder for --rerank: a saved model directory "
     "(default: env CTXKERNEL_RERANK_MODEL; never downloaded unless CTXKERNEL_ALLOW_DOWNLOAD=1).",
 )
+@click.option(
+    "--embed",
+    "embed",
+    default=None,
+    metavar="EMBEDDER",
+    help="Insist on this embedder (static, minilm, a model directory): a corpus built with "
+    "another one is an error. Default: each corpus with the embedder that built it.",
+)
 @index_options
 @json_option
 def search_cmd(
@@ -196,6 +223,7 @@ def search_cmd(
     snippet: int,
     rerank: bool,
     rerank_model: str | None,
+    embed: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -208,7 +236,7 @@ def search_cmd(
       ctxkernel search make_tiled_copy --kind source
       ctxkernel search "pipeline the main loop" --rerank --rerank-model ~/models/ms-marco-MiniLM-L6-v2
     """
-    ws = workspace(index_dir, chroma_url)
+    ws = workspace(index_dir, chroma_url, embed)
     result = ws.search(
         query,
         list(corpora) or None,

@@ -1,0 +1,145 @@
+"""Dense vectors of one corpus in the local store, and exact nearest-neighbour search.
+
+The truth is the ``vectors`` table of the corpus cache's SQLite: one float32 row per
+(chunk row, embedder key), written in the same transaction as the chunk. Rows are keyed
+by embedder, so switching embedders writes the new vectors beside the old ones and the
+store answers with the old ones until the run that switched finishes; vectors of two
+embedders are never searched together.
+
+Queries read a snapshot (``dense/``: the matrix and its cache rows as ``.npy``, memory-
+mapped) exported at the end of each index run for the embedder the corpus record names.
+Search is a matrix-vector product over unit vectors: a few milliseconds for CUTLASS's
+20,000 chunks, no approximate index to build or to keep in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors(
+    row INTEGER NOT NULL, embedder TEXT NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY(row, embedder));
+"""
+FORMAT = 1
+
+
+def write(db: sqlite3.Connection, key: str, rows: Sequence[int], vectors: np.ndarray) -> None:
+    import numpy as np
+
+    arr = np.ascontiguousarray(vectors, dtype=np.float32)
+    db.executemany(
+        "INSERT OR REPLACE INTO vectors(row, embedder, vec) VALUES(?,?,?)",
+        [(int(r), key, arr[i].tobytes()) for i, r in enumerate(rows)],
+    )
+
+
+def delete_rows(db: sqlite3.Connection, rows: Sequence[int]) -> None:
+    db.executemany("DELETE FROM vectors WHERE row=?", [(r,) for r in rows])
+
+
+def rows_without(db: sqlite3.Connection, key: str) -> list[int]:
+    """Chunk rows that have no vector of embedder ``key``."""
+    return [
+        int(r[0])
+        for r in db.execute(
+            "SELECT c.row FROM chunks c LEFT JOIN vectors v ON v.row = c.row AND v.embedder = ? "
+            "WHERE v.row IS NULL ORDER BY c.row",
+            (key,),
+        )
+    ]
+
+
+def keep_only(db: sqlite3.Connection, key: str) -> None:
+    """Drop the vectors of every other embedder (the run that switched has finished)."""
+    with db:
+        db.execute("DELETE FROM vectors WHERE embedder != ?", (key,))
+
+
+def export(db: sqlite3.Connection, directory: Path, key: str, generation: str) -> int:
+    """Write the snapshot of embedder ``key``'s vectors to ``directory``; returns the rows."""
+    import numpy as np
+
+    rows: list[int] = []
+    blobs: list[bytes] = []
+    for row, blob in db.execute(
+        "SELECT v.row, v.vec FROM vectors v JOIN chunks c ON c.row = v.row "
+        "WHERE v.embedder = ? ORDER BY v.row",
+        (key,),
+    ):
+        rows.append(int(row))
+        blobs.append(blob)
+    dim = len(blobs[0]) // 4 if blobs else 0
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+    tmp = directory.parent / f"{directory.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np.save(tmp / "matrix.npy", matrix)
+    np.save(tmp / "rows.npy", np.asarray(rows, dtype=np.int64))
+    meta = {
+        "format": FORMAT,
+        "embedder": key,
+        "dim": dim,
+        "rows": len(rows),
+        "generation": generation,
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    old = directory.parent / f"{directory.name}.old-{os.getpid()}"
+    if directory.exists():
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
+    return len(rows)
+
+
+@dataclass
+class DenseIndex:
+    rows: Any  # np.ndarray[int64]: position -> cache row
+    matrix: Any  # np.ndarray[float32] (n, dim), unit rows, memory-mapped
+    embedder: str
+    generation: str
+
+    @staticmethod
+    def load(directory: Path) -> DenseIndex | None:
+        import numpy as np
+
+        try:
+            meta = json.loads((directory / "meta.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if meta.get("format") != FORMAT:
+            return None
+        return DenseIndex(
+            np.load(directory / "rows.npy"),
+            np.load(directory / "matrix.npy", mmap_mode="r"),
+            str(meta.get("embedder", "")),
+            str(meta.get("generation", "")),
+        )
+
+    def rank(self, vector: Any, depth: int, allowed: Any = None) -> list[int]:
+        """Cache rows by cosine similarity to ``vector``, best first; ``allowed`` is a
+        boolean mask over positions (filters)."""
+        import numpy as np
+
+        if not len(self.rows) or depth < 1:
+            return []
+        scores = self.matrix @ np.asarray(vector, dtype=np.float32)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+            depth = min(depth, int(allowed.sum()))
+            if depth == 0:
+                return []
+        n = min(depth, len(scores))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [int(self.rows[i]) for i in top]
