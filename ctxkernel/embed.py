@@ -197,21 +197,25 @@ class StaticEmbedder(Embedder):
     BATCH = 2048
 
     def __init__(self, preset: str | None = None, digest: str | None = None) -> None:
+        """The current recipe's embedder, or (``digest``) the one a corpus was built with:
+        read from its built model's recipe when that is cached (no recipe computed: a
+        search starts faster), else it must be the current recipe's, built on first use."""
         super().__init__()
         from . import static_embed
 
-        self._recipe = static_embed.recipe(preset)
-        self.digest = digest or self._recipe.digest
-        if self.digest == self._recipe.digest:
-            self.key = self._recipe.key
-        else:  # an older recipe a corpus was built with: its model must still be cached
-            self.key = f"static-{self._recipe.base_model}@{self.digest}"
-            found = static_embed.model_dir(self.digest) / "recipe.json"
-            if found.is_file():
-                import json
-
-                info = json.loads(found.read_text())
-                self.key = f"static-{info['base_model']}-{info['pca_dims']}d@{self.digest}"
+        self._recipe: Any = None
+        info = static_embed.built_recipe(digest) if digest else None
+        if info is not None:
+            self.digest = digest or ""
+            self.key = f"static-{info['base_model']}-{info['pca_dims']}d@{self.digest}"
+        else:
+            self._recipe = static_embed.recipe(preset)
+            self.digest = digest or self._recipe.digest
+            self.key = (
+                self._recipe.key
+                if self.digest == self._recipe.digest
+                else f"static-{self._recipe.base_model}@{self.digest}"
+            )
         self._model: Any = None
 
     @property

@@ -157,6 +157,19 @@ def chunk_file(
     return unique
 
 
+# A file's (size, mtime) stands for its content hash only when the mtime is older than
+# this at the time it is recorded: a write in the same instant cannot hide behind it.
+STAT_TRUST_NS = 2_000_000_000
+
+
+def _stat(f: SourceFile) -> tuple[int, int] | None:
+    try:
+        st = f.local.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
 _SM_NUMBER = re.compile(r"sm_?\d")
 _ARCH_WORDS = ("ampere", "hopper", "blackwell", "gmma", "tcgen05", "umma")
 
@@ -342,14 +355,30 @@ def _index_corpus(
     to_chunk: list[tuple[SourceFile, str, str]] = []
     entries: list[FileEntry] = []
     present: set[str] = set()
+    stats = {} if force else cache.file_stats()
+    seen_stats: list[tuple[str, int, int, str]] = []
     for f in wanted:
+        old = known.get(f.path)
+        st = _stat(f)
+        if (
+            old is not None
+            and st is not None
+            and stats.get(f.path) == (*st, old.file_hash)
+            and old.local == str(f.local)
+        ):
+            # size and mtime as when its hash was taken: unchanged, and not read again
+            read_task.advance()
+            present.add(f.path)
+            report.files_unchanged += 1
+            continue
         text, file_hash, reason = read_text(f, corpus.max_file_bytes)
         read_task.advance()
         if text is None:
             skipped[reason] += 1
             continue
         present.add(f.path)
-        old = known.get(f.path)
+        if st is not None:
+            seen_stats.append((f.path, st[0], st[1], file_hash))
         if old is not None and old.file_hash == file_hash and not force:
             if old.local != str(f.local):
                 cache.replace_files(
@@ -422,6 +451,7 @@ def _index_corpus(
     t = clock.lap("dense", t)
 
     report.chunks_total = cache.count()
+    cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
     record = CorpusRecord(
         name=corpus.name,
@@ -438,13 +468,22 @@ def _index_corpus(
         complete=True,
         seconds=round(sum(clock.seconds.values()), 2),
         embedder=embedder.spec,
-        dim=embedder.dimension,
+        dim=_dimension(cache, embedder) if store.local else embedder.dimension,
         recipe=embedder.recipe,
         store_format=STORE_FORMAT,
     )
     store.set_record(record)
     report.seconds = dict(clock.seconds)
     return report
+
+
+def _dimension(cache: CorpusCache, embedder: Embedder) -> int:
+    """The vectors' size, from the stored vectors when there are some: a run that
+    embedded nothing need not load a transformer to ask it."""
+    dense = cache.dense()
+    if dense is not None and len(dense.rows):
+        return int(dense.matrix.shape[1])
+    return embedder.dimension
 
 
 def _embed_chunks(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 FIELDS = ("body", "head", "file")
 BM25_PARAMS = {"body": (1.2, 0.75), "head": (1.2, 0.3), "file": (1.2, 0.75)}
-FORMAT = 2  # 1: bm25s models (before term counts were kept per chunk)
+FORMAT = 3  # 1: bm25s models; 2: precomputed weights (no incremental update)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS terms(id INTEGER PRIMARY KEY, term TEXT UNIQUE NOT NULL);
@@ -196,94 +196,140 @@ def _pairs(blob: bytes | None) -> Any:
     return np.frombuffer(blob or b"", dtype=np.int32).reshape(-1, 2)
 
 
-def _field_arrays(
-    doc_pairs: Sequence[Any], n_terms: int, k1: float, b: float
-) -> tuple[Any, Any, Any]:
-    """BM25 weights of one field, term-major: (indptr, docs, weights).
+@dataclass
+class _Field:
+    """One field, term-major: the docs holding term t are ``docs[indptr[t]:indptr[t+1]]``
+    with their term counts ``tf``; ``length`` is each doc's token count. BM25 weights are
+    computed at query time for the few terms a query names, so an update only moves
+    entries and never recomputes weights for the whole corpus."""
 
-    Lucene's variant (bm25s's default): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
-    tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)).
-    """
+    indptr: Any
+    docs: Any
+    tf: Any
+    length: Any
+
+    @staticmethod
+    def from_docs(doc_pairs: Sequence[Any], n_terms: int) -> _Field:
+        import numpy as np
+
+        sizes = np.fromiter((len(p) for p in doc_pairs), dtype=np.int64, count=len(doc_pairs))
+        if not sizes.sum():
+            return _Field(
+                np.zeros(n_terms + 1, dtype=np.int64),
+                np.zeros(0, np.int32),
+                np.zeros(0, np.float32),
+                np.zeros(len(doc_pairs), np.float32),
+            )
+        pairs = np.concatenate([p for p in doc_pairs if len(p)])
+        term = pairs[:, 0]
+        tf = pairs[:, 1].astype(np.float32)
+        doc = np.repeat(np.arange(len(doc_pairs), dtype=np.int32), sizes)
+        length = np.bincount(doc, weights=tf, minlength=len(doc_pairs)).astype(np.float32)
+        order = np.argsort(term, kind="stable")
+        return _Field(_indptr(term, n_terms), doc[order], tf[order], length)
+
+    def updated(self, keep: Any, new_docs: Sequence[Any], n_terms: int) -> _Field:
+        """Drop the docs ``keep`` marks False (the others are renumbered in order) and
+        append ``new_docs``: linear moves of the arrays, no sort of the whole field."""
+        import numpy as np
+
+        renumber = np.cumsum(keep, dtype=np.int64) - 1
+        old_terms = len(self.indptr) - 1
+        term = np.repeat(np.arange(old_terms, dtype=np.int32), np.diff(self.indptr))
+        kept = keep[self.docs]
+        term, docs, tf = term[kept], renumber[self.docs[kept]].astype(np.int32), self.tf[kept]
+        add = _Field.from_docs(new_docs, n_terms)
+        add_term = np.repeat(np.arange(n_terms, dtype=np.int32), np.diff(add.indptr))
+        at = np.searchsorted(term, add_term, side="right")
+        base = int(keep.sum())
+        return _Field(
+            _indptr(np.insert(term, at, add_term), n_terms),
+            np.insert(docs, at, add.docs + base),
+            np.insert(tf, at, add.tf),
+            np.concatenate([self.length[keep], add.length]),
+        )
+
+    def save(self, folder: Path, name: str) -> None:
+        import numpy as np
+
+        for part in ("indptr", "docs", "tf", "length"):
+            np.save(folder / f"{name}.{part}.npy", getattr(self, part))
+
+    @staticmethod
+    def load(folder: Path, name: str, mmap: bool) -> _Field:
+        import numpy as np
+
+        mode: Any = "r" if mmap else None
+        return _Field(
+            *(
+                np.load(folder / f"{name}.{part}.npy", mmap_mode=mode)
+                for part in ("indptr", "docs", "tf", "length")
+            )
+        )
+
+
+def _indptr(term: Any, n_terms: int) -> Any:
     import numpy as np
 
-    n_docs = len(doc_pairs)
-    sizes = np.fromiter((len(p) for p in doc_pairs), dtype=np.int64, count=n_docs)
-    if sizes.sum() == 0:
-        return np.zeros(n_terms + 1, dtype=np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    pairs = np.concatenate([p for p in doc_pairs if len(p)])
-    term = pairs[:, 0].astype(np.int64)
-    tf = pairs[:, 1].astype(np.float32)
-    doc = np.repeat(np.arange(n_docs, dtype=np.int32), sizes)
-    doc_len = np.bincount(doc, weights=tf, minlength=n_docs).astype(np.float32)
-    avg = float(doc_len.mean()) or 1.0
-    df = np.bincount(term, minlength=n_terms).astype(np.float32)
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
-    weights = idf[term] * tf / (tf + k1 * (1 - b + b * doc_len[doc] / avg))
-    order = np.argsort(term, kind="stable")
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(term, minlength=n_terms), out=indptr[1:])
-    return indptr, doc[order], weights[order].astype(np.float32)
+    return indptr
 
 
 @dataclass
 class LexicalIndex:
     rows: Any  # np.ndarray[int64]: chunk position -> cache row
     file_of: Any  # np.ndarray[int64]: chunk position -> file number
-    fields: dict[str, tuple[Any, Any, Any]]  # field -> (indptr, docs, weights), term-major
-    n_docs: dict[str, int]
+    fields: dict[str, _Field]
     term_ids: Callable[[Sequence[str]], dict[str, int]]
+    avg: dict[str, float]  # mean doc length per field
 
     @staticmethod
     def build(directory: Path, db: sqlite3.Connection, term_ids: TermIds) -> int:
-        """Compute the index from the stored term counts into ``directory``; returns the
-        number of chunks."""
+        """Bring the index in ``directory`` up to date with the stored term counts; returns
+        the number of chunks. Only the chunks and files that changed since the last
+        build are read (a whole build when there is none, or when most changed)."""
         import numpy as np
 
-        backfill(db, term_ids)
+        backfilled = backfill(db, term_ids)
         n_terms = int(db.execute("SELECT COALESCE(MAX(id), -1) FROM terms").fetchone()[0]) + 1
-        rows: list[int] = []
-        file_of: list[int] = []
-        files: dict[str, int] = {}
-        body: list[Any] = []
-        head: list[Any] = []
-        for row, path, b_blob, h_blob in db.execute(
-            "SELECT c.row, c.path, t.body, t.head FROM chunks c "
-            "JOIN chunk_terms t ON t.row = c.row ORDER BY c.row"
-        ):
-            number = files.setdefault(path, len(files))
-            rows.append(int(row))
-            file_of.append(number)
-            body.append(_pairs(b_blob))
-            head.append(_pairs(h_blob))
-        file_docs: list[Any] = [_pairs(b"")] * len(files)
-        for path, blob in db.execute("SELECT path, terms FROM file_terms"):
-            found = files.get(path)
-            if found is not None:
-                file_docs[found] = _pairs(blob)
+        current = db.execute("SELECT row, path FROM chunks ORDER BY row").fetchall()
+        path_of = {int(r): p for r, p in current}
+        old = None if backfilled else _Previous.load(directory)
+        moved = 0
+        if old is not None:
+            before = set(old.rows)
+            moved = len(before - path_of.keys()) + len(path_of.keys() - before)
+        if old is None or moved > max(1000, len(path_of) // 3):
+            rows, paths, fields = _whole(db, current, n_terms)
+        else:
+            rows, paths, fields = _update(db, old, path_of, n_terms)
+        number = {p: i for i, p in enumerate(paths)}
+        file_of = np.fromiter((number[path_of[int(r)]] for r in rows), np.int64, count=len(rows))
         tmp = directory.parent / f"{directory.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        for name, docs in (("body", body), ("head", head), ("file", file_docs)):
-            k1, b = BM25_PARAMS[name]
-            indptr, doc, weight = _field_arrays(docs, n_terms, k1, b)
-            np.save(tmp / f"{name}.indptr.npy", indptr)
-            np.save(tmp / f"{name}.docs.npy", doc)
-            np.save(tmp / f"{name}.weights.npy", weight)
+        for name, f in fields.items():
+            f.save(tmp, name)
         np.save(tmp / "rows.npy", np.asarray(rows, dtype=np.int64))
-        np.save(tmp / "file_of.npy", np.asarray(file_of, dtype=np.int64))
+        np.save(tmp / "file_of.npy", file_of)
+        (tmp / "files.json").write_text(json.dumps(paths))
         meta = {
             "format": FORMAT,
             "fields": list(FIELDS),
             "chunks": len(rows),
-            "files": len(files),
+            "files": len(paths),
             "terms": n_terms,
+            "avg": {
+                name: float(f.length.mean()) if len(f.length) else 1.0 for name, f in fields.items()
+            },
         }
         (tmp / "meta.json").write_text(json.dumps(meta))
-        old = directory.parent / f"{directory.name}.old-{os.getpid()}"
+        gone = directory.parent / f"{directory.name}.old-{os.getpid()}"
         if directory.exists():
-            os.replace(directory, old)
+            os.replace(directory, gone)
         os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(gone, ignore_errors=True)
         return len(rows)
 
     @staticmethod
@@ -299,41 +345,40 @@ class LexicalIndex:
             return None
         if meta.get("format") != FORMAT:
             return None
-        fields = {
-            name: tuple(
-                np.load(directory / f"{name}.{part}.npy", mmap_mode="r")
-                for part in ("indptr", "docs", "weights")
-            )
-            for name in FIELDS
-        }
-        n_docs = {
-            "body": int(meta["chunks"]),
-            "head": int(meta["chunks"]),
-            "file": int(meta["files"]),
-        }
         return LexicalIndex(
             np.load(directory / "rows.npy"),
             np.load(directory / "file_of.npy"),
-            fields,  # type: ignore[arg-type]
-            n_docs,
+            {name: _Field.load(directory, name, mmap=True) for name in FIELDS},
             term_ids,
+            {name: float(v) for name, v in meta["avg"].items()},
         )
 
     def scores(self, field: str, tokens: list[str]) -> Any:
         """BM25 scores of ``field`` for every chunk position (file scores spread to their
-        chunks); a token repeated in the query counts each time, as in bm25s."""
+        chunks); a token repeated in the query counts each time, as in bm25s.
+
+        Lucene's variant (bm25s's default): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
+        tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)).
+        """
         import numpy as np
 
-        indptr, docs, weights = self.fields[field]
-        scores = np.zeros(self.n_docs[field], dtype=np.float32)
+        f = self.fields[field]
+        k1, b = BM25_PARAMS[field]
+        n = len(f.length)
+        scores = np.zeros(n, dtype=np.float32)
         ids = self.term_ids(tokens)
+        avg = self.avg[field] or 1.0
         for t in tokens:
             i = ids.get(t)
-            if i is None or i + 1 >= len(indptr):
+            if i is None or i + 1 >= len(f.indptr):
                 continue  # unknown, or added after this index was built
-            lo, hi = int(indptr[i]), int(indptr[i + 1])
-            if hi > lo:
-                scores[docs[lo:hi]] += weights[lo:hi]
+            lo, hi = int(f.indptr[i]), int(f.indptr[i + 1])
+            if hi == lo:
+                continue
+            docs = f.docs[lo:hi]
+            tf = f.tf[lo:hi]
+            idf = np.float32(np.log1p((n - (hi - lo) + 0.5) / ((hi - lo) + 0.5)))
+            scores[docs] += idf * tf / (tf + k1 * (1 - b + b * f.length[docs] / avg))
         return scores[self.file_of] if field == "file" else scores
 
     def rank(self, tokens: list[str], depth: int, allowed: Any = None) -> dict[str, list[int]]:
@@ -374,3 +419,100 @@ class LexicalIndex:
             top = top[np.argsort(-scores[top], kind="stable")]
             out[field] = [int(self.rows[i]) for i in top]
         return out
+
+
+@dataclass
+class _Previous:
+    """The last build, read back to update it."""
+
+    rows: list[int]
+    file_of: list[int]
+    paths: list[str]
+    fields: dict[str, _Field]
+
+    @staticmethod
+    def load(directory: Path) -> _Previous | None:
+        import numpy as np
+
+        try:
+            meta = json.loads((directory / "meta.json").read_text())
+            if meta.get("format") != FORMAT:
+                return None
+            return _Previous(
+                [int(r) for r in np.load(directory / "rows.npy")],
+                [int(f) for f in np.load(directory / "file_of.npy")],
+                list(json.loads((directory / "files.json").read_text())),
+                {name: _Field.load(directory, name, mmap=False) for name in FIELDS},
+            )
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def _chunk_pairs(db: sqlite3.Connection, rows: Sequence[int]) -> tuple[list[Any], list[Any]]:
+    body: dict[int, Any] = {}
+    head: dict[int, Any] = {}
+    for start in range(0, len(rows), 900):
+        part = list(rows[start : start + 900])
+        q = f"SELECT row, body, head FROM chunk_terms WHERE row IN ({','.join('?' * len(part))})"
+        for row, b_blob, h_blob in db.execute(q, part):
+            body[int(row)] = _pairs(b_blob)
+            head[int(row)] = _pairs(h_blob)
+    empty = _pairs(b"")
+    return [body.get(r, empty) for r in rows], [head.get(r, empty) for r in rows]
+
+
+def _file_pairs(db: sqlite3.Connection, paths: Sequence[str]) -> list[Any]:
+    found: dict[str, Any] = {}
+    for start in range(0, len(paths), 900):
+        part = list(paths[start : start + 900])
+        q = f"SELECT path, terms FROM file_terms WHERE path IN ({','.join('?' * len(part))})"
+        found.update((p, _pairs(blob)) for p, blob in db.execute(q, part))
+    empty = _pairs(b"")
+    return [found.get(p, empty) for p in paths]
+
+
+def _whole(
+    db: sqlite3.Connection, current: Sequence[tuple[int, str]], n_terms: int
+) -> tuple[list[int], list[str], dict[str, _Field]]:
+    rows = [int(r) for r, _ in current]
+    paths = list(dict.fromkeys(p for _, p in current))
+    body, head = _chunk_pairs(db, rows)
+    fields = {
+        "body": _Field.from_docs(body, n_terms),
+        "head": _Field.from_docs(head, n_terms),
+        "file": _Field.from_docs(_file_pairs(db, paths), n_terms),
+    }
+    return rows, paths, fields
+
+
+def _update(
+    db: sqlite3.Connection, old: _Previous, path_of: dict[int, str], n_terms: int
+) -> tuple[list[int], list[str], dict[str, _Field]]:
+    import numpy as np
+
+    old_rows = set(old.rows)
+    added = sorted(r for r in path_of if r not in old_rows)
+    keep_chunk = np.fromiter((r in path_of for r in old.rows), dtype=bool, count=len(old.rows))
+    # a file's document changes when any of its chunks did
+    changed = {path_of[r] for r in added} | {
+        p for r, p in zip(old.rows, _old_paths(old), strict=True) if r not in path_of
+    }
+    present = set(path_of.values())
+    keep_file = np.fromiter(
+        (p in present and p not in changed for p in old.paths), dtype=bool, count=len(old.paths)
+    )
+    new_paths = [p for p in dict.fromkeys(path_of[r] for r in sorted(path_of)) if p in changed]
+    body, head = _chunk_pairs(db, added)
+    fields = {
+        "body": old.fields["body"].updated(keep_chunk, body, n_terms),
+        "head": old.fields["head"].updated(keep_chunk, head, n_terms),
+        "file": old.fields["file"].updated(keep_file, _file_pairs(db, new_paths), n_terms),
+    }
+    rows = [r for r, k in zip(old.rows, keep_chunk, strict=True) if k] + added
+    paths = [p for p, k in zip(old.paths, keep_file, strict=True) if k] + new_paths
+    return rows, paths, fields
+
+
+def _old_paths(old: _Previous) -> list[str]:
+    """The path of each old chunk position (from the old build's file numbers)."""
+    return [old.paths[i] for i in old.file_of]

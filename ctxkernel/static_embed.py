@@ -169,6 +169,18 @@ def is_built(digest: str) -> bool:
     return (model_dir(digest) / "vectors.npy").is_file()
 
 
+def built_recipe(digest: str) -> dict[str, Any] | None:
+    """What a built model's recipe.json says, or None when it is not built."""
+    folder = model_dir(digest)
+    if not is_built(digest):
+        return None
+    try:
+        data = json.loads((folder / "recipe.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def build(rec: Recipe, *, force: bool = False, log: Callable[[str], None] | None = None) -> Path:
     """Distil the model of ``rec`` into its cache dir (once; later calls return at once).
 
@@ -297,15 +309,9 @@ class StaticModel:
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        self.unk_id = self._unk_id(folder)
+        unk = getattr(self.tokenizer.model, "unk_token", None)
+        self.unk_id = self.tokenizer.token_to_id(unk) if unk else None
         self.dimension = int(self.vectors.shape[1])
-
-    @staticmethod
-    def _unk_id(folder: Path) -> int | None:
-        data = json.loads((folder / "tokenizer.json").read_text())
-        unk = (data.get("model") or {}).get("unk_token")
-        vocab = (data.get("model") or {}).get("vocab") or {}
-        return vocab.get(unk) if unk else None
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         encoded = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)

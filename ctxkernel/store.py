@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, file_hash TEXT, local TE
 CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row INT NOT NULL);
 CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS file_stats(path TEXT PRIMARY KEY, size INT, mtime_ns INT, file_hash TEXT);
 """
 
 
@@ -314,6 +315,25 @@ class CorpusCache:
                 db.execute("DELETE FROM chunks WHERE path=?", (path,))
                 db.execute("DELETE FROM files WHERE path=?", (path,))
                 lexical.delete_file(db, path)
+
+    # (size, mtime) of source files when their hash was taken: a re-index reads only
+    # the files whose stat moved
+    def file_stats(self) -> dict[str, tuple[int, int, str]]:
+        return {
+            p: (int(size), int(mtime), h)
+            for p, size, mtime, h in self.db().execute(
+                "SELECT path, size, mtime_ns, file_hash FROM file_stats"
+            )
+        }
+
+    def set_file_stats(
+        self, stats: Sequence[tuple[str, int, int, str]], older_than_ns: int
+    ) -> None:
+        with self.db() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, file_hash) VALUES(?,?,?,?)",
+                [s for s in stats if s[2] < older_than_ns],
+            )
 
     # vectors (local store)
     def rows_without_vectors(self, embedder: str) -> list[int]:

@@ -67,25 +67,36 @@ def keep_only(db: sqlite3.Connection, key: str) -> None:
 
 
 def export(db: sqlite3.Connection, directory: Path, key: str, generation: str) -> int:
-    """Write the snapshot of embedder ``key``'s vectors to ``directory``; returns the rows."""
+    """Write the snapshot of embedder ``key``'s vectors to ``directory``; returns the rows.
+    The last snapshot of the same embedder is updated: only new rows are read."""
     import numpy as np
 
-    rows: list[int] = []
-    blobs: list[bytes] = []
-    for row, blob in db.execute(
-        "SELECT v.row, v.vec FROM vectors v JOIN chunks c ON c.row = v.row "
-        "WHERE v.embedder = ? ORDER BY v.row",
-        (key,),
-    ):
-        rows.append(int(row))
-        blobs.append(blob)
-    dim = len(blobs[0]) // 4 if blobs else 0
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+    current = [
+        int(r)
+        for (r,) in db.execute(
+            "SELECT v.row FROM vectors v JOIN chunks c ON c.row = v.row WHERE v.embedder = ? "
+            "ORDER BY v.row",
+            (key,),
+        )
+    ]
+    old = DenseIndex.load(directory)
+    if old is not None and old.embedder == key and len(old.rows):
+        wanted = set(current)
+        keep = np.fromiter((int(r) in wanted for r in old.rows), dtype=bool, count=len(old.rows))
+        had = {int(r) for r in old.rows}
+        added = [r for r in current if r not in had]
+        new = _read(db, key, added, int(old.matrix.shape[1]))
+        rows = np.concatenate([np.asarray(old.rows)[keep], np.asarray(added, dtype=np.int64)])
+        matrix = np.concatenate([np.asarray(old.matrix)[keep], new])
+    else:
+        rows = np.asarray(current, dtype=np.int64)
+        matrix = _read(db, key, current, 0)
     tmp = directory.parent / f"{directory.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     np.save(tmp / "matrix.npy", matrix)
-    np.save(tmp / "rows.npy", np.asarray(rows, dtype=np.int64))
+    np.save(tmp / "rows.npy", rows)
+    dim = int(matrix.shape[1]) if matrix.ndim == 2 else 0
     meta = {
         "format": FORMAT,
         "embedder": key,
@@ -94,12 +105,30 @@ def export(db: sqlite3.Connection, directory: Path, key: str, generation: str) -
         "generation": generation,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
-    old = directory.parent / f"{directory.name}.old-{os.getpid()}"
+    gone = directory.parent / f"{directory.name}.old-{os.getpid()}"
     if directory.exists():
-        os.replace(directory, old)
+        os.replace(directory, gone)
     os.replace(tmp, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(gone, ignore_errors=True)
     return len(rows)
+
+
+def _read(db: sqlite3.Connection, key: str, rows: Sequence[int], dim: int) -> np.ndarray:
+    """The vectors of ``rows`` (in that order) as a float32 matrix."""
+    import numpy as np
+
+    blobs: dict[int, bytes] = {}
+    for start in range(0, len(rows), 900):
+        part = list(rows[start : start + 900])
+        q = (
+            "SELECT row, vec FROM vectors WHERE embedder = ? "
+            f"AND row IN ({','.join('?' * len(part))})"
+        )
+        blobs.update((int(r), b) for r, b in db.execute(q, [key, *part]))
+    if not rows:
+        return np.zeros((0, dim), dtype=np.float32)
+    data = b"".join(blobs[r] for r in rows)
+    return np.frombuffer(data, dtype=np.float32).reshape(len(rows), -1).copy()
 
 
 @dataclass
