@@ -12,6 +12,7 @@ Binary, huge and non-UTF-8 files are skipped and counted.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import time
@@ -160,6 +161,27 @@ def chunk_file(
 # A file's (size, mtime) stands for its content hash only when the mtime is older than
 # this at the time it is recorded: a write in the same instant cannot hide behind it.
 STAT_TRUST_NS = 2_000_000_000
+
+
+def _wanted(corpus: Corpus, snapshot: Snapshot, cache: CorpusCache) -> list[SourceFile]:
+    """The snapshot's files the corpus takes, the include/exclude globs' answers kept in
+    the cache: a re-index asks them only about paths it has not seen (matching every
+    path of a big repository against the globs costs more than a one-file update)."""
+    globs = json.dumps([list(corpus.include), list(corpus.exclude)])
+    known = cache.wanted_paths(globs)
+    if not known and len(snapshot.files) < 500:
+        return list(iter_wanted(corpus, snapshot))
+    out: list[SourceFile] = []
+    new: dict[str, bool] = {}
+    for f in snapshot.files:
+        yes = known.get(f.path)
+        if yes is None:
+            yes = new[f.path] = corpus.wants(f.path)
+        if yes:
+            out.append(f)
+    if new:
+        cache.remember_wanted(globs, new)
+    return out
 
 
 def _stat(f: SourceFile) -> tuple[int, int] | None:
@@ -349,7 +371,7 @@ def _index_corpus(
     skipped: Counter[str] = Counter()
     if snapshot.skipped_links:
         skipped["symlink_outside_root"] = snapshot.skipped_links
-    wanted = list(iter_wanted(corpus, snapshot))
+    wanted = _wanted(corpus, snapshot, cache)
     read_task = progress.task(f"{corpus.name}: reading files", len(wanted))
     work: list[_FileWork] = []
     to_chunk: list[tuple[SourceFile, str, str]] = []

@@ -33,7 +33,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,9 +78,10 @@ class Recipe:
     # rest from its own (contextual) vector; measured on the dev queries (0.4-1.0 alike)
     identifier_mix: float = 0.7
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # no deep copy
+        data["vocabulary"] = list(self.vocabulary)
         data["version"] = RECIPE_VERSION
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]

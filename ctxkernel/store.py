@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row 
 CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS file_stats(path TEXT PRIMARY KEY, size INT, mtime_ns INT, file_hash TEXT);
+CREATE TABLE IF NOT EXISTS wanted(path TEXT PRIMARY KEY, yes INT);
 """
 
 
@@ -333,6 +334,24 @@ class CorpusCache:
             db.executemany(
                 "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, file_hash) VALUES(?,?,?,?)",
                 [s for s in stats if s[2] < older_than_ns],
+            )
+
+    # the corpus's include/exclude answer per source path, for the globs that gave it
+    def wanted_paths(self, globs: str) -> dict[str, bool]:
+        if self.get_info("wanted_globs") != globs:
+            return {}
+        return {p: bool(y) for p, y in self.db().execute("SELECT path, yes FROM wanted")}
+
+    def remember_wanted(self, globs: str, answers: dict[str, bool]) -> None:
+        with self.db() as db:
+            if self.get_info("wanted_globs") != globs:
+                db.execute("DELETE FROM wanted")
+                db.execute(
+                    "INSERT OR REPLACE INTO info(key, value) VALUES('wanted_globs', ?)", (globs,)
+                )
+            db.executemany(
+                "INSERT OR REPLACE INTO wanted(path, yes) VALUES(?, ?)",
+                [(p, int(y)) for p, y in answers.items()],
             )
 
     # vectors (local store)

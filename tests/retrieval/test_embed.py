@@ -4,6 +4,7 @@ code path as the default, a pruned base vocabulary so it builds in seconds)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def test_built_model_is_cached_per_recipe_digest(embedders_dir: Path) -> None:
     mtime = (folder / "vectors.npy").stat().st_mtime
     assert static_embed.build(rec) == folder  # cached: nothing is distilled again
     assert (folder / "vectors.npy").stat().st_mtime == mtime
-    other = static_embed.Recipe(**{**rec.__dict__, "pca_dims": 32})
+    other = dataclasses.replace(rec, pca_dims=32)
     assert other.digest != rec.digest and not static_embed.is_built(other.digest)
 
 
