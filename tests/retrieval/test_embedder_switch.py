@@ -143,3 +143,34 @@ def test_minilm_runs_on_the_gpu_in_fp16_large_batches() -> None:
     assert b.dtype == np.float32 and b.shape == (600, 384)
     cos = (a * b[:8]).sum(axis=1)
     assert cos.min() > 0.999
+
+
+def test_a_store_from_before_local_vectors_asks_for_a_reindex(demo_corpus: str) -> None:
+    """Regression: a local store whose vectors lived in chroma would answer nothing dense;
+    a search says what to do, and the index run rebuilds it reusing the embeddings."""
+    import json
+
+    ws = Workspace()
+    ws.index(demo_corpus)
+    records = ws.store.index_dir / "records.json"
+    data = json.loads(records.read_text())
+    data[demo_corpus]["store_format"] = 0
+    records.write_text(json.dumps(data))
+    with pytest.raises(UserError, match="indexed by an older ctxkernel"):
+        Workspace().search("ring buffer", corpora=[demo_corpus])
+    report = Workspace().index(demo_corpus)
+    assert report.files_changed == 3 and report.embedded == 0
+    assert Workspace().search("ring buffer", corpora=[demo_corpus]).hits
+
+
+def test_embedder_commands_describe_and_build(run_cli: object) -> None:
+    import json
+
+    info = run_cli("embedder", "info", "--json")  # type: ignore[operator]
+    assert info.code == 0
+    row = json.loads(info.out)
+    assert row["type"] == "embedder" and row["preset"] == "tiny" and row["pca_dims"] == 64
+    built = run_cli("embedder", "build", "--json")  # type: ignore[operator]
+    assert built.code == 0 and json.loads(built.out)["built"] is True
+    bad = run_cli("embedder", "build", "--recipe", "huge")  # type: ignore[operator]
+    assert bad.code == 2
