@@ -23,3 +23,8 @@ export PYTHONPATH="$ROOT:${WHEELS%:}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TO
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 "$PY" "$ROOT/bench/gpu_index.py" --source "dir:$WORK/cutlass" --model "$CARRY/model/all-MiniLM-L6-v2" \
     --work "$WORK" --out "$RESULTS/gpu_index.json" --manifest "$CARRY/MANIFEST"
+# the gpu-marked embedder test (fp16, large batches, vectors as on the CPU); RUN_GPU_TEST=0 skips it
+if [ "${RUN_GPU_TEST:-1}" = 1 ]; then
+    CTXKERNEL_EMBED_MODEL="$CARRY/model/all-MiniLM-L6-v2" "$PY" -m pytest -q -p no:cacheprovider -m gpu \
+        "$ROOT/tests/retrieval/test_embedder_switch.py" 2>&1 | tail -5
+fi

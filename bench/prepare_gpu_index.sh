@@ -8,7 +8,8 @@
 # It writes .gpu-index/ (git-ignored, kept under 64 MiB):
 #   model/all-MiniLM-L6-v2/   the bundled MiniLM saved in fp16 (what the GPU runs anyway)
 #   cutlass.tar.xz            the files the cutlass corpus indexes, at the mirror's HEAD
-#   wheels/                   pure-Python wheels the index needs there (snowballstemmer)
+#   wheels/                   pure-Python wheels the index (snowballstemmer) and the gpu-marked
+#                             test (GitPython, gitdb, smmap, click) need there
 #   MANIFEST                  sizes and the mirror's commit
 set -euo pipefail
 MIRROR=${1:?usage: bench/prepare_gpu_index.sh MIRROR/cutlass}
@@ -48,7 +49,7 @@ rm -f "$LIST"
 
 echo "== wheels" >&2
 "$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-    --no-deps -d "$OUT/wheels" snowballstemmer
+    --no-deps -d "$OUT/wheels" snowballstemmer GitPython gitdb smmap click
 
 TOTAL=$(du -sb "$OUT" | cut -f1)
 {
