@@ -13,7 +13,7 @@ export TRITON_DEFAULT_FP_FUSION := 1
 help:
 	@echo "make setup   create $(VENV): torch (CPU build first), then ctxkernel with dev extras"
 	@echo "make test    setup + lint + the test suite (CPU; GPU tests are skipped without a GPU)"
-	@echo "make demo    setup + index the Triton and CuTeDSL sources of the installed packages, then search and grep"
+	@echo "make demo    setup + index the Triton and CuTeDSL sources of the installed packages, then search and grep (~12 min, 3.6 GB on 2 CPU cores)"
 	@echo "make bench   retrieval benchmarks (bench/index_bench.py); results go to bench/RESULTS.md by hand"
 	@echo "make lint    ruff check, ruff format --check, mypy"
 	@echo "make gpu-validate  on a CUDA machine: every GPU check of the harness (bench/gpu_validate.sh)"
@@ -48,6 +48,9 @@ demo: setup
 	$(CK) search "partition a tensor across threads with a tiled copy" --corpus cutlass -k 3
 	$(CK) search make_tiled_copy -k 3
 	$(CK) grep "def do_bench" --corpus triton -C 2
+	@echo
+	@echo "ctxkernel is in $(VENV)/bin: 'source $(VENV)/bin/activate' (or put $(abspath $(VENV))/bin on PATH) to run it as 'ctxkernel ...'"
+	@echo "PTX lookups (ctxkernel docs wgmma.mma_async) need the PTX ISA: ctxkernel index ptx"
 
 bench: setup
 	$(PY) bench/index_bench.py

@@ -5,6 +5,7 @@ config dir — in that order of precedence; and where built embedders are cached
 
 from __future__ import annotations
 
+import errno
 import os
 import tomllib
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 
 from harness import paths
 
-from .errors import UserError
+from .errors import UserError, shown
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) 
     url = chroma_url or os.environ.get("CTXKERNEL_CHROMA_URL") or conf.get("chroma_url") or None
     model = os.environ.get("CTXKERNEL_EMBED_MODEL") or conf.get("embed_model") or None
     embed = conf.get("embed") or conf.get("embed_model") or None
+    check_dir(chosen_dir, "index dir")
+    if url is not None and not isinstance(url, str):
+        raise UserError(f"chroma_url in {config_file().name} must be a string")
     return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model, embed=embed)
 
 
@@ -58,3 +62,21 @@ def embedders_dir() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return paths.cache_dir() / "embedders"
+
+
+def check_dir(path: Path, what: str) -> None:
+    """UserError for a path that no file system call could take (a NUL byte, a name too
+    long) or that is there and not a folder; one that does not exist yet is fine."""
+    text = str(path)
+    if "\0" in text:
+        raise UserError(f"{what} {shown(text)}: a path cannot hold a NUL character")
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR,):
+            raise UserError(f"{what} {shown(text)}: a part of it is not a folder") from None
+        raise UserError(f"{what} {shown(text)}: {exc.strerror}") from None
+    if not path.is_dir():
+        raise UserError(f"{what} {shown(text)} is not a folder")

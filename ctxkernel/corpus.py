@@ -257,17 +257,39 @@ def corpora_dirs() -> list[Path]:
 
 
 def load_corpora() -> dict[str, Corpus]:
+    """The corpus definitions that parse; a broken file costs only its own corpus
+    (``corpus_errors`` says what is wrong with it)."""
+    return _load_all()[0]
+
+
+def corpus_errors() -> dict[str, str]:
+    """Corpus name (the file's stem) -> the one-line error of a definition that does not parse."""
+    return _load_all()[1]
+
+
+def _load_all() -> tuple[dict[str, Corpus], dict[str, str]]:
     found: dict[str, Corpus] = {}
+    errors: dict[str, str] = {}
     for directory in corpora_dirs():
         for file in sorted(directory.glob("*.toml")) if directory.is_dir() else []:
-            corpus = load_corpus_file(file)
+            try:
+                corpus = load_corpus_file(file)
+            except UserError as exc:
+                # a later directory's definition of the same name replaces this one
+                found.pop(file.stem, None)
+                errors[file.stem] = str(exc)
+                continue
+            errors.pop(corpus.name, None)
+            errors.pop(file.stem, None)
             found[corpus.name] = corpus
-    return found
+    return found, errors
 
 
 def get_corpus(name: str) -> Corpus:
-    known = load_corpora()
+    known, errors = _load_all()
     if name not in known:
+        if name in errors:
+            raise UserError(errors[name])
         names = ", ".join(sorted(known)) or "none"
         raise UserError(f"unknown corpus {name!r} (known: {names}; add one as corpora/{name}.toml)")
     return known[name]
@@ -288,66 +310,115 @@ def _read_toml(file: Path) -> dict[str, Any]:
         return _read_toml_cached(str(file), file.stat().st_mtime)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"corpus definition {file.name}: invalid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"corpus definition {file.name}: cannot read it: {exc}") from exc
+
+
+class _Fields:
+    """Typed reads of one corpus definition; a value of the wrong type is a UserError
+    naming the file, the key and what was expected."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, key: str, expected: str, value: Any) -> UserError:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        return UserError(f"{self.where}: {key} must be {expected}, got {shown}")
+
+    def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(key, "a table", value)
+        return value
+
+    def string(self, data: dict[str, Any], key: str, default: str = "", prefix: str = "") -> str:
+        value = data.get(key, default)
+        if not isinstance(value, str):
+            raise self.fail(prefix + key, "a string", value)
+        return value
+
+    def strings(
+        self, data: dict[str, Any], key: str, default: list[str], prefix: str = ""
+    ) -> tuple[str, ...]:
+        value = data.get(key, default)
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in items):
+            raise self.fail(prefix + key, "a string or a list of strings", value)
+        return tuple(items)
+
+    def integer(self, data: dict[str, Any], key: str, default: int, prefix: str = "") -> int:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(prefix + key, "a positive integer", value)
+        return value
+
+    def mapping(self, data: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+        table = self.table(data, key)
+        for glob, value in table.items():
+            if not isinstance(value, str):
+                raise self.fail(f"[{key}] {glob!r}", "a string", value)
+        return tuple((str(k), v) for k, v in table.items())
 
 
 def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
     where = f"corpus definition {file.name}"
-    name = str(data.get("name") or file.stem)
+    f = _Fields(where)
+    name = f.string(data, "name", file.stem) or file.stem
     if not re.fullmatch(r"[A-Za-z0-9_.-]{2,60}", name):
         raise UserError(f"{where}: name {name!r} must be 2-60 letters, digits, '.', '_' or '-'")
-    src = data.get("source", {})
-    if not isinstance(src, dict):
-        raise UserError(f"{where}: [source] must be a table")
+    src = f.table(data, "source")
     pkg = src.get("package")
     package = None
-    if isinstance(pkg, dict):
-        dists = pkg.get("distributions") or (
-            [pkg["distribution"]] if pkg.get("distribution") else []
-        )
+    if pkg is not None:
+        if not isinstance(pkg, dict):
+            raise f.fail("source.package", "a table", pkg)
+        if "distributions" in pkg:
+            dists = f.strings(pkg, "distributions", [], "source.package.")
+        else:
+            one = f.string(pkg, "distribution", "", "source.package.")
+            dists = (one,) if one else ()
         package = PackageSpec(
-            distributions=tuple(str(d) for d in dists),
-            strip=tuple(str(s) for s in _as_list(pkg.get("strip", []))),
-            prefix=str(pkg.get("prefix", "")),
-            version_ref=str(pkg.get("version_ref", "v{version}")),
+            distributions=dists,
+            strip=f.strings(pkg, "strip", [], "source.package."),
+            prefix=f.string(pkg, "prefix", "", "source.package."),
+            version_ref=f.string(pkg, "version_ref", "v{version}", "source.package."),
         )
+        if not package.distributions:
+            raise UserError(f"{where}: [source.package] needs distributions")
     source = SourceSpec(
-        git=str(src.get("git", "")),
-        ref=str(src.get("ref", "")),
-        url=str(src.get("url", "")),
+        git=f.string(src, "git", "", "source."),
+        ref=f.string(src, "ref", "", "source."),
+        url=f.string(src, "url", "", "source."),
         package=package,
     )
     if not (source.git or source.url or source.package):
         raise UserError(f"{where}: [source] needs git, url or package")
-    files = data.get("files", {})
-    include = tuple(str(g) for g in _as_list(files.get("include", ["**"])))
-    exclude = tuple(str(g) for g in _as_list(files.get("exclude", [])))
-    chunkers = tuple((str(k), str(v)) for k, v in data.get("chunkers", {}).items())
-    kinds = tuple((str(k), str(v)) for k, v in data.get("kinds", {}).items())
+    files = f.table(data, "files")
+    chunkers = f.mapping(data, "chunkers")
+    kinds = f.mapping(data, "kinds")
     for _, kind in kinds:
         if kind not in KINDS:
             raise UserError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
-    links = data.get("links", {})
-    limits = data.get("limits", {})
+    links = f.table(data, "links")
+    limits = f.table(data, "limits")
     return Corpus(
         name=name,
-        description=str(data.get("description", "")).strip(),
+        description=f.string(data, "description").strip(),
         source=source,
-        include=include,
-        exclude=exclude,
+        include=f.strings(files, "include", ["**"], "files."),
+        exclude=f.strings(files, "exclude", [], "files."),
         chunkers=chunkers,
         kinds=kinds,
-        blob_url=str(links.get("blob", "")),
-        doc_url=str(links.get("doc", "")),
-        max_file_bytes=int(limits.get("max_file_bytes", 4_000_000)),
-        max_lines=int(limits.get("max_lines", 120)),
-        min_lines=int(limits.get("min_lines", 12)),
-        target_lines=int(limits.get("target_lines", 48)),
+        blob_url=f.string(links, "blob", "", "links."),
+        doc_url=f.string(links, "doc", "", "links."),
+        max_file_bytes=f.integer(limits, "max_file_bytes", 4_000_000, "limits."),
+        max_lines=f.integer(limits, "max_lines", 120, "limits."),
+        min_lines=f.integer(limits, "min_lines", 12, "limits."),
+        target_lines=f.integer(limits, "target_lines", 48, "limits."),
         definition=file,
     )
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def _glob_match(path: str, glob: str) -> bool:

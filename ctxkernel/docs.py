@@ -27,6 +27,7 @@ class DocsResult:
     suggestions: list[str] = field(default_factory=list)
     took_ms: float = 0.0
     how: str = ""  # "exact", "name", "search", "none"
+    hint: str = ""  # what would answer better (a corpus to index), or ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,11 +41,59 @@ class DocsResult:
                 for h in self.alternatives
             ],
             "suggestions": self.suggestions,
+            "hint": self.hint,
             "took_ms": round(self.took_ms, 2),
         }
 
 
+# First parts of PTX instruction names (``wgmma.mma_async`` -> ``wgmma``); with directives
+# (``.reqntid``) they say a topic is documented by the PTX ISA, i.e. the ``ptx`` corpus.
+PTX_OPCODES = frozenset(
+    """abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind
+    bmsk bra brev brkpt brx call clusterlaunchcontrol clz cnot copysign cos cp
+    createpolicy cvt cvta discard div dp2a dp4a elect ex2 exit fence fma fns getctarank
+    griddepcontrol isspacep istypep ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match
+    max mbarrier membar min mma mov movmatrix mul mul24 multimem nanosleep neg not or
+    pmevent popc prefetch prefetchu prmt rcp red redux rem ret rsqrt sad selp set setmaxnreg
+    setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix sub subc suld
+    suq sured sust szext tanh tcgen05 tensormap testp tex tld4 trap txq vabsdiff vadd
+    vote vshl wgmma wmma xor""".split()  # noqa: SIM905 (a word list reads better so)
+)
+
+
+def ptx_hint(store: Store, topic: str, searched: list[str]) -> str:
+    """Advice to index the ``ptx`` corpus, for a PTX name looked up where it is not indexed."""
+    from .corpus import load_corpora
+
+    t = topic.strip()
+    looks_ptx = t.startswith(".") or ("." in t and t.split(".", 1)[0].lower() in PTX_OPCODES)
+    if not looks_ptx or "ptx" in searched or "ptx" in store.corpora():
+        return ""
+    if "ptx" not in load_corpora():
+        return ""
+    return (
+        f"{t} is a PTX name: the PTX ISA is the ptx corpus, which is not indexed; "
+        "index it with `ctxkernel index ptx` (or --source a saved copy of the page)"
+    )
+
+
 def lookup(
+    store: Store,
+    topic: str,
+    corpora: list[str] | None = None,
+    alternatives: int = 5,
+    *,
+    explicit: bool = False,
+) -> DocsResult:
+    """The best definition or section of ``topic`` in ``corpora`` (default: all indexed);
+    ``explicit`` when the caller chose the corpora (then no advice about other ones)."""
+    result = _lookup(store, topic, corpora, alternatives)
+    if not explicit:
+        result.hint = ptx_hint(store, topic, corpora or store.corpora())
+    return result
+
+
+def _lookup(
     store: Store, topic: str, corpora: list[str] | None = None, alternatives: int = 5
 ) -> DocsResult:
     t0 = time.perf_counter()

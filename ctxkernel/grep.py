@@ -1,34 +1,39 @@
-"""grep over a corpus's files: ripgrep when it is installed, a Python fallback
-otherwise; bounded in time and in output, results as Hits with context lines.
+"""grep over a corpus's files: ripgrep when it is installed, a Python engine otherwise;
+bounded in time and in output, results as Hits with context lines.
 
 The files are the ones the index recorded (so include/exclude rules and package path
-mapping hold); when they are not on this machine (a shared index on a chroma server)
+mapping hold), read only where they still resolve inside the corpus snapshot
+(``confine``); when they are not on this machine (a shared index on a chroma server)
 the chunk texts stand in for them.
+
+One monotonic deadline holds for the whole request, whatever the engine: ripgrep and the
+Python engine (``grepworker``, the one a plain install has) both run as child processes
+that are killed when it passes, so a pattern that backtracks exponentially stops in time
+too, with what was found by then.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from .confine import Confinement
 from .corpus import Chunk, Hit
-from .errors import UserError
+from .errors import UserError, shown
 from .store import Store
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MAX_RESULTS = 200
 ARGS_PER_CALL = 2000
-
-# Nested quantifiers such as (a+)+ or (\w*)* backtrack exponentially in Python's re.
-_CATASTROPHIC = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
 
 
 @dataclass
@@ -38,6 +43,7 @@ class GrepResult:
     truncated: str = ""  # why output stopped early ("time limit", "max results"), or ""
     engine: str = "rg"
     took_ms: float = 0.0
+    refused: int = 0  # recorded files left out: they now resolve outside the corpus
 
 
 @dataclass
@@ -45,6 +51,24 @@ class _Line:
     number: int
     text: str
     match: bool
+
+
+class _Deadline:
+    """One monotonic deadline for a request, shared by every engine it uses."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return time.monotonic() >= self.at
+
+    @property
+    def reason(self) -> str:
+        return f"time limit ({self.seconds:g} s)"
 
 
 def find_rg() -> str | None:
@@ -55,19 +79,13 @@ def find_rg() -> str | None:
     return str(local) if local.is_file() else None
 
 
-def check_pattern(pattern: str, *, python_engine: bool) -> None:
-    """UserError for a pattern that cannot work; catastrophic ones only matter to Python's re."""
+def check_pattern(pattern: str) -> None:
+    """UserError for a pattern that cannot work. Its syntax is left to the engine that
+    runs it (ripgrep's is not Python's), inside the request's deadline."""
     if not pattern:
         raise UserError("empty grep pattern")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UserError(f"bad regex {pattern!r}: {exc}") from None
-    if python_engine and _CATASTROPHIC.search(pattern):
-        raise UserError(
-            f"regex {pattern!r} has nested quantifiers that can take exponential time; "
-            "rewrite it without a repeated group of repeated items (or install ripgrep)"
-        )
+    if "\0" in pattern:
+        raise UserError("a grep pattern cannot hold a NUL character")
 
 
 def grep(
@@ -82,19 +100,24 @@ def grep(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     engine: str = "auto",
 ) -> GrepResult:
+    if not time_limit_s > 0 or time_limit_s != time_limit_s:
+        raise UserError("--timeout must be a positive number of seconds")
+    deadline = _Deadline(min(time_limit_s, 1e9))
     if corpus not in store.corpora():
         have = ", ".join(store.corpora()) or "none"
-        raise UserError(f"corpus {corpus!r} is not indexed (indexed: {have})")
+        raise UserError(f"corpus {shown(corpus)} is not indexed (indexed: {have})")
     if context < 0 or context > 50:
         raise UserError("-C must be between 0 and 50")
     if max_results < 1:
         raise UserError("--max-count must be at least 1")
+    if engine not in ("auto", "rg", "python"):
+        raise UserError(f"unknown grep engine {shown(engine)} (auto, rg or python)")
     rg = find_rg() if engine in ("auto", "rg") else None
     if engine == "rg" and rg is None:
         raise UserError(
             "ripgrep (rg) is not installed; pip install ripgrep==14.1.0 or use --engine python"
         )
-    check_pattern(pattern, python_engine=rg is None)
+    check_pattern(pattern)
     cache = store.synced_cache(corpus)
     t0 = time.perf_counter()
     files = cache.files()
@@ -108,18 +131,18 @@ def grep(
             local[entry.local] = path
     # the files are where the index saw them, or none of them is (an index shared through
     # a chroma server): one stat tells which, not one per file
-    if local and not os.path.isfile(next(iter(local))):
-        local = {f: p for f, p in local.items() if os.path.isfile(f)}
-    searched = len(local)
+    if local and not os.path.lexists(next(iter(local))):
+        local = {f: p for f, p in local.items() if os.path.lexists(f)}
     if not local:
         # no files on this machine: search the chunk texts instead
         hits, truncated = _grep_chunks(
-            cache.iter_rows("row, path, start_line, text"),
+            cache.db_path,
             pattern,
             ignore_case,
             path_glob,
             context,
             max_results,
+            deadline,
         )
         return GrepResult(
             _to_hits(corpus, hits, commit, store, cache),
@@ -128,24 +151,29 @@ def grep(
             "chunks",
             (time.perf_counter() - t0) * 1000,
         )
+    key = (str(store.index_dir), corpus, cache.get_info("generation") or "")
+    confined = Confinement.for_corpus(key, {p: e.local for p, e in files.items()})
+    allowed = {f: p for f, p in local.items() if confined.allows(f)}
+    refused = len(local) - len(allowed)
     if rg:
         blocks, truncated = _rg(
-            rg, list(local), pattern, ignore_case, context, max_results, time_limit_s
+            rg, list(allowed), pattern, ignore_case, context, max_results, deadline
         )
         used = "rg"
     else:
         blocks, truncated = _py(
-            list(local), pattern, ignore_case, context, max_results, time_limit_s
+            list(allowed), confined, pattern, ignore_case, context, max_results, deadline
         )
         used = "python"
-    found = [(local[f], lines) for f, lines in blocks]
+    found = [(allowed[f], lines) for f, lines in blocks if f in allowed]
     found.sort(key=lambda b: (b[0], b[1][0].number))
     return GrepResult(
         _to_hits(corpus, found, commit, store, cache),
-        searched,
+        len(allowed),
         truncated,
         used,
         (time.perf_counter() - t0) * 1000,
+        refused,
     )
 
 
@@ -156,11 +184,13 @@ def _rg(
     ignore_case: bool,
     context: int,
     max_results: int,
-    time_limit_s: float,
+    deadline: _Deadline,
 ) -> tuple[list[tuple[str, list[_Line]]], str]:
     """ripgrep's plain output with NUL after the path: ``path\0N:text`` for a match,
-    ``path\0N-text`` for context, ``--`` between groups. Parsing it is cheaper than --json."""
-    deadline = time.monotonic() + time_limit_s
+    ``path\0N-text`` for context, ``--`` between groups. Parsing it is cheaper than --json.
+
+    A timer kills ripgrep at the deadline, so a run that prints nothing for a long while
+    (a huge corpus, a slow disk) stops in time too."""
     blocks: list[tuple[str, list[_Line]]] = []
     matches = 0
     base = [
@@ -178,18 +208,24 @@ def _rg(
     if context:
         base += ["-C", str(context)]
     for start in range(0, len(files), ARGS_PER_CALL):
+        if deadline.passed():
+            return blocks, deadline.reason
         proc = subprocess.Popen(
             [*base, "--", *files[start : start + ARGS_PER_CALL]],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
         )
         assert proc.stdout is not None and proc.stderr is not None
+        timer = threading.Timer(max(0.0, deadline.left()), proc.kill)
+        timer.daemon = True
+        timer.start()
         current: dict[str, list[_Line]] = {}
         try:
             for raw in proc.stdout:
-                if time.monotonic() > deadline:
+                if deadline.passed():
                     proc.kill()
-                    return _flush(blocks, current), f"time limit ({time_limit_s:g} s)"
+                    return _flush(blocks, current), deadline.reason
                 parsed = _parse_rg_line(raw)
                 if parsed is None:
                     continue
@@ -205,12 +241,15 @@ def _rg(
                         proc.kill()
                         return _flush(blocks, current), f"max results ({max_results})"
         finally:
+            timer.cancel()
             proc.stdout.close()
             err = proc.stderr.read().decode("utf-8", "replace")
             proc.stderr.close()
             proc.wait()
+        if deadline.passed():
+            return _flush(blocks, current), deadline.reason
         if proc.returncode == 2 and "regex" in err:
-            raise UserError(f"bad regex {pattern!r}: {' '.join(err.split())[:300]}")
+            raise UserError(f"bad regex {shown(pattern)}: {' '.join(err.split())[:300]}")
         _flush(blocks, current)
     return blocks, ""
 
@@ -226,7 +265,7 @@ def _parse_rg_line(raw: bytes) -> tuple[str, _Line] | None:
         return None
     kind = rest[digits : digits + 1]
     text = rest[digits + 1 :].rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace")
-    return path_bytes.decode("utf-8", "replace"), _Line(int(rest[:digits]), text, kind == b":")
+    return os.fsdecode(path_bytes), _Line(int(rest[:digits]), text, kind == b":")
 
 
 def _flush(
@@ -239,71 +278,89 @@ def _flush(
     return blocks
 
 
+def _python_engine(
+    job: dict[str, Any], deadline: _Deadline
+) -> tuple[list[tuple[str, list[_Line]]], str]:
+    """Run the Python engine (``grepworker``) in a child process, killed at the deadline;
+    the blocks it found by then, and why it stopped early ("" when it did not)."""
+    import ctxkernel
+
+    package_parent = str(Path(ctxkernel.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxkernel.grepworker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    timer = threading.Timer(max(0.0, deadline.left()), proc.kill)
+    timer.daemon = True
+    timer.start()
+    blocks: list[tuple[str, list[_Line]]] = []
+    end: str | None = None
+    try:
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        for raw in proc.stdout:
+            message = json.loads(raw)
+            if "block" in message:
+                path, lines = message["block"]
+                blocks.append((path, [_Line(n, t, m) for n, t, m in lines]))
+            elif "error" in message:
+                raise UserError(f"bad regex {shown(job['pattern'])}: {message['error']}")
+            else:
+                end = str(message.get("end", ""))
+                break
+            if deadline.passed():
+                break
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+        err = proc.stderr.read().decode("utf-8", "replace")
+        proc.stderr.close()
+        proc.wait()
+    if end is not None:
+        return blocks, end
+    if deadline.passed():
+        return blocks, deadline.reason
+    last = err.strip().splitlines()[-1] if err.strip() else f"exit status {proc.returncode}"
+    raise UserError(f"grep's Python engine failed: {last}")
+
+
 def _py(
     files: list[str],
+    confined: Confinement,
     pattern: str,
     ignore_case: bool,
     context: int,
     max_results: int,
-    time_limit_s: float,
+    deadline: _Deadline,
 ) -> tuple[list[tuple[str, list[_Line]]], str]:
-    regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    deadline = time.monotonic() + time_limit_s
-    blocks: list[tuple[str, list[_Line]]] = []
-    matches = 0
-    for file in files:
-        if time.monotonic() > deadline:
-            return blocks, f"time limit ({time_limit_s:g} s)"
-        try:
-            lines = Path(file).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for block in _blocks(lines, regex, context, 1):
-            blocks.append((file, block))
-            matches += sum(1 for ln in block if ln.match)
-            if matches >= max_results:
-                return blocks, f"max results ({max_results})"
-    return blocks, ""
-
-
-def _blocks(
-    lines: Sequence[str], regex: re.Pattern[str], context: int, first_number: int
-) -> Iterable[list[_Line]]:
-    """Matching lines with ``context`` lines around them, touching ranges joined."""
-    hit = [i for i, line in enumerate(lines) if regex.search(line)]
-    hitset = set(hit)
-    ranges: list[list[int]] = []
-    for i in hit:
-        lo, hi = max(0, i - context), min(len(lines) - 1, i + context)
-        if ranges and lo <= ranges[-1][1] + 1:
-            ranges[-1][1] = max(ranges[-1][1], hi)
-        else:
-            ranges.append([lo, hi])
-    for lo, hi in ranges:
-        yield [_Line(j + first_number, lines[j], j in hitset) for j in range(lo, hi + 1)]
+    job = {"pattern": pattern, "ignore_case": ignore_case, "context": context,
+           "max_results": max_results, "files": files, "root": confined.root}  # fmt: skip
+    return _python_engine(job, deadline)
 
 
 def _grep_chunks(
-    rows: Iterable[tuple[int, str, int, str]],
+    db: Path,
     pattern: str,
     ignore_case: bool,
     path_glob: str | None,
     context: int,
     max_results: int,
+    deadline: _Deadline,
 ) -> tuple[list[tuple[str, list[_Line]]], str]:
-    check_pattern(pattern, python_engine=True)
-    regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    found: list[tuple[str, list[_Line]]] = []
-    matches = 0
-    for _, path, start, text in rows:
-        if path_glob and not fnmatch.fnmatchcase(path, path_glob):
-            continue
-        for block in _blocks((text or "").splitlines(), regex, context, int(start)):
-            found.append((path, block))
-            matches += sum(1 for ln in block if ln.match)
-            if matches >= max_results:
-                return found, f"max results ({max_results})"
-    return found, ""
+    job = {"pattern": pattern, "ignore_case": ignore_case, "context": context,
+           "max_results": max_results, "db": str(db), "path_glob": path_glob}  # fmt: skip
+    return _python_engine(job, deadline)
 
 
 def _to_hits(

@@ -56,6 +56,7 @@ class IndexReport:
     embeddings_reused: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # repairs made on the way, for people
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -358,6 +359,11 @@ def _index_corpus(
         store.drop(corpus.name)
         before = None
     cache = store.cache(corpus.name)
+    if before is None and cache.exists():
+        # a local cache the records do not know (left behind when they were reset): its
+        # files would count as unchanged and never reach chroma
+        store.drop(corpus.name)
+        cache = store.cache(corpus.name)
     if (
         not store.local
         and before is not None
@@ -434,8 +440,9 @@ def _index_corpus(
     filled = 0
     try:
         t = _write_changes(
-            store, corpus.name, work, embedder, emb_cache, progress, report, clock, t
-        )
+            store, corpus.name, work, embedder, emb_cache, progress, report, clock, t,
+            reuse=not force,
+        )  # fmt: skip
         if removed:
             stale = cache.chunk_ids_of(removed)
             cache.remove_files(removed)
@@ -515,8 +522,11 @@ def _embed_chunks(
     emb_cache: EmbeddingCache,
     progress: Progress,
     report: IndexReport,
+    *,
+    reuse: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Vectors of ``chunks`` by chunk id: from the embedding cache, else embedded.
+    """Vectors of ``chunks`` by chunk id: from the embedding cache, else embedded (all of
+    them when not ``reuse``: --force re-embeds, and the fresh vectors replace the cached).
 
     Everything missing is embedded first, in groups ordered by token count (equal-length
     texts in a batch pad nothing); each group lands in the cache at once, so a run killed
@@ -529,7 +539,7 @@ def _embed_chunks(
         key = reuse_key(c.path, text)
         keys_of[c.id] = key
         texts.setdefault(key, text)
-    cached = emb_cache.get_many(embedder.key, texts)
+    cached = emb_cache.get_many(embedder.key, texts) if reuse else {}
     missing = [k for k in texts if k not in cached]
     report.embeddings_reused += sum(1 for k in keys_of.values() if k in cached)
     embed_task = progress.task(f"{corpus}: embedding", len(missing))
@@ -562,11 +572,17 @@ def _write_changes(
     report: IndexReport,
     clock: _Clock,
     t: float,
+    *,
+    reuse: bool = True,
 ) -> float:
+    """Embed what is missing (see ``_embed_chunks``), then write the files' chunks in
+    batches of whole files."""
     import numpy as np
 
     all_chunks = [c for w in work for c in w.chunks]
-    vectors_of = _embed_chunks(corpus, all_chunks, embedder, emb_cache, progress, report)
+    vectors_of = _embed_chunks(
+        corpus, all_chunks, embedder, emb_cache, progress, report, reuse=reuse
+    )
     t = clock.lap("embed", t)
     write_task = progress.task(f"{corpus}: writing files", len(work))
     cache = store.cache(corpus)

@@ -7,19 +7,23 @@ well:
 - ``file``: whole files (path + all their chunks) — how-to questions are often answered
   by a file as a whole (a tutorial, an example); its best chunk stands for it.
 
-Each field is ranked separately and the Searcher fuses the rankings.
+Each field is ranked separately and the Searcher fuses the rankings. A search over
+several corpora scores them with one IDF over all of them (``shared_idf_weights``), so
+their scores compare.
 
 Storage. Each chunk's term counts (body and head) and each file's are kept in the corpus
 cache's SQLite (``chunk_terms``, ``file_terms``, ids in ``terms``), written in the same
 transaction as the chunk, so an index run tokenizes only the files it changes. At the end
-of a run the BM25 weights are computed from those counts with numpy (Lucene's BM25, as
-bm25s computes it) and written term-major to ``bm25/`` (one ``.npy`` per array, swapped
-in whole); a search maps them read-only and needs neither bm25s nor scipy.
+of a run those counts are laid out term-major with numpy in ``bm25/`` (one ``.npy`` per
+array, swapped in whole; updated in place when few files changed); a search maps them
+read-only and computes the BM25 weights of its few terms (Lucene's BM25, as bm25s
+computes it), needing neither bm25s nor scipy.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -43,6 +47,37 @@ CREATE TABLE IF NOT EXISTS terms(id INTEGER PRIMARY KEY, term TEXT UNIQUE NOT NU
 CREATE TABLE IF NOT EXISTS chunk_terms(row INTEGER PRIMARY KEY, body BLOB, head BLOB);
 CREATE TABLE IF NOT EXISTS file_terms(path TEXT PRIMARY KEY, terms BLOB);
 """
+
+
+def idf(docs: int, holding: int) -> float:
+    """BM25's (Lucene's) inverse document frequency, as bm25s computes it."""
+    return math.log(1 + (docs - holding + 0.5) / (holding + 0.5))
+
+
+def shared_idf_weights(
+    stats: dict[str, dict[str, tuple[int, dict[str, int]]]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per corpus, field and token: the IDF over all the corpora together divided by the
+    corpus's own, so that the corpora's BM25 scores are those of one index over all of
+    them (up to each corpus's own average length) and can be merged by score.
+
+    ``stats`` is corpus -> field -> ``doc_stats``."""
+    totals: dict[str, tuple[int, dict[str, int]]] = {}
+    for fields in stats.values():
+        for field, (docs, df) in fields.items():
+            n, merged = totals.get(field, (0, {}))
+            for t, d in df.items():
+                merged[t] = merged.get(t, 0) + d
+            totals[field] = (n + docs, merged)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for corpus, fields in stats.items():
+        out[corpus] = {}
+        for field, (docs, df) in fields.items():
+            all_docs, all_df = totals[field]
+            out[corpus][field] = {
+                t: idf(all_docs, all_df[t]) / idf(docs, d) for t, d in df.items() if d
+            }
+    return out
 
 
 def head_text(path: str, symbol: str, title: str, defines: str) -> str:
@@ -353,9 +388,23 @@ class LexicalIndex:
             {name: float(v) for name, v in meta["avg"].items()},
         )
 
-    def scores(self, field: str, tokens: list[str]) -> Any:
+    def doc_stats(self, field: str, tokens: list[str]) -> tuple[int, dict[str, int]]:
+        """(documents in ``field``, {query token: documents holding it}): what an IDF over
+        several corpora is computed from."""
+        f = self.fields[field]
+        ids = self.term_ids(sorted(set(tokens)))
+        df: dict[str, int] = {}
+        for t, i in ids.items():
+            if i + 1 < len(f.indptr):
+                held = int(f.indptr[i + 1] - f.indptr[i])
+                if held:
+                    df[t] = held
+        return len(f.length), df
+
+    def scores(self, field: str, tokens: list[str], weights: dict[str, float] | None = None) -> Any:
         """BM25 scores of ``field`` for every chunk position (file scores spread to their
-        chunks); a token repeated in the query counts each time, as in bm25s.
+        chunks); a token repeated in the query counts each time, as in bm25s; ``weights``
+        scales each token's part (an IDF of several corpora over this corpus's own).
 
         Lucene's variant (bm25s's default): idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
         tf part = tf / (tf + k1 * (1 - b + b * dl / avgdl)).
@@ -377,23 +426,42 @@ class LexicalIndex:
                 continue
             docs = f.docs[lo:hi]
             tf = f.tf[lo:hi]
-            idf = np.float32(np.log1p((n - (hi - lo) + 0.5) / ((hi - lo) + 0.5)))
-            scores[docs] += idf * tf / (tf + k1 * (1 - b + b * f.length[docs] / avg))
+            scale = weights.get(t, 1.0) if weights else 1.0
+            w = np.float32(idf(n, hi - lo) * scale)
+            scores[docs] += w * tf / (tf + k1 * (1 - b + b * f.length[docs] / avg))
         return scores[self.file_of] if field == "file" else scores
 
     def rank(self, tokens: list[str], depth: int, allowed: Any = None) -> dict[str, list[int]]:
-        """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions.
+        """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions."""
+        return {
+            field: [row for row, _ in ranked]
+            for field, ranked in self.rank_scored(tokens, depth, allowed).items()
+        }
 
-        The ``file`` ranking lists each matching file once, through its best chunk by body score.
+    def rank_scored(
+        self,
+        tokens: list[str],
+        depth: int,
+        allowed: Any = None,
+        weights: dict[str, dict[str, float]] | None = None,
+    ) -> dict[str, list[tuple[int, float]]]:
+        """(cache row, BM25 score) ranked by each field, best first; ``allowed`` is a
+        boolean mask over chunk positions, ``weights`` per field and token scale the
+        token's part of the score. The scores are what rankings of several corpora are
+        merged by (see ``Searcher``).
+
+        The ``file`` ranking lists each matching file once, through its best chunk by body
+        score, with the file's score.
         """
         import numpy as np
 
-        out: dict[str, list[int]] = {}
+        out: dict[str, list[tuple[int, float]]] = {}
         if not len(self.rows):
             return {field: [] for field in FIELDS}
-        body = self.scores("body", tokens)
+        weights = weights or {}
+        body = self.scores("body", tokens, weights.get("body"))
         for field in FIELDS:
-            scores = body if field == "body" else self.scores(field, tokens)
+            scores = body if field == "body" else self.scores(field, tokens, weights.get(field))
             if allowed is not None:
                 scores = np.where(allowed, scores, 0.0)
             if field == "file":
@@ -401,14 +469,14 @@ class LexicalIndex:
                 key = scores + 1e-6 * body / (float(body.max(initial=0.0)) + 1.0)
                 order = np.argsort(-key, kind="stable")
                 seen: set[int] = set()
-                picked: list[int] = []
+                picked: list[tuple[int, float]] = []
                 for pos in order:
                     if key[pos] <= 0 or len(picked) >= depth:
                         break
                     f = int(self.file_of[pos])
                     if f not in seen:
                         seen.add(f)
-                        picked.append(int(self.rows[pos]))
+                        picked.append((int(self.rows[pos]), float(scores[pos])))
                 out[field] = picked
                 continue
             n = min(depth, int((scores > 0).sum()))
@@ -417,7 +485,7 @@ class LexicalIndex:
                 continue
             top = np.argpartition(-scores, n - 1)[:n]
             top = top[np.argsort(-scores[top], kind="stable")]
-            out[field] = [int(self.rows[i]) for i in top]
+            out[field] = [(int(self.rows[i]), float(scores[i])) for i in top]
         return out
 
 

@@ -4,18 +4,26 @@ low-level ``Server`` — over stdio (the client spawns ``ctxkernel mcp``) or str
 The tool list and input schemas come straight from the ToolSet (nothing is re-declared
 here). One Workspace, and so one embedding model, lives for the whole server process;
 calls run one at a time in a worker thread so the event loop keeps answering. A bad
-argument or a failed lookup is a tool result with ``isError: true``, never a crash. Logs
+argument or a failed lookup is a tool result with ``isError: true``, never a crash; a call
+to a tool the server does not have is a protocol error (invalid params). Logs
 go to stderr: on stdio, stdout is the protocol.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
+import json
 import logging
+import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .errors import shown
 from .tools import ToolSet
 
 if TYPE_CHECKING:
@@ -62,6 +70,15 @@ class ToolServer:
             )
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+            if params.name not in toolset:
+                # a tool the server never listed is a bad request, not a failed call
+                from mcp.shared.exceptions import MCPError
+                from mcp_types import INVALID_PARAMS
+
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"unknown tool {shown(params.name)} (tools: {', '.join(toolset.names())})",
+                )
             result = await self._in_worker(toolset.call, params.name, params.arguments)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=result.text)],
@@ -136,12 +153,73 @@ async def _serve_stdio(app: ToolServer, warm: bool) -> None:
 
     log.info("serving over stdio")
     # fd 1 points at stderr inside stdio_server: nothing the model loading prints reaches the wire
-    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
-        if warm:
-            tg.start_soon(app.warm_up)
-        server = app.server
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-        tg.cancel_scope.cancel()
+    with _claimed_stdin() as stdin:
+        async with (
+            stdio_server(stdin=cast(Any, _ValidTextLines(stdin))) as (read_stream, write_stream),
+            anyio.create_task_group() as tg,
+        ):
+            if warm:
+                tg.start_soon(app.warm_up)
+            server = app.server
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+@contextmanager
+def _claimed_stdin() -> Iterator[Any]:
+    """The wire's stdin as UTF-8 text (undecodable bytes become U+FFFD), with fd 0 pointed
+    at the null device meanwhile, so no child (a harness worker) reads protocol bytes."""
+    import anyio
+
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    raw = os.fdopen(private, "rb", closefd=False)
+    try:
+        yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
+    finally:
+        os.dup2(private, 0)
+        os.close(private)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class _ValidTextLines:
+    """The stdin lines with lone surrogates (``"\\ud800"`` escapes, valid JSON syntax but
+    not Unicode) replaced by U+FFFD, as undecodable bytes already are: the SDK would drop
+    such a request without a reply."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self.lines:
+            yield _valid_text(line) if _LONE_ESCAPE.search(line) else line
+
+
+def _valid_text(line: str) -> str:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # the SDK answers what does not parse at all
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+        return line  # only paired surrogates: valid as it is
+    except UnicodeEncodeError:
+        return json.dumps(_replace_surrogates(message), ensure_ascii=False) + "\n"
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
 
 
 async def _serve_http(app: ToolServer, host: str, port: int, log_level: str, warm: bool) -> None:

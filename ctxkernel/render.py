@@ -1,5 +1,9 @@
-"""Printers for results: rich text for people, JSON Lines for machines (each object
-with a ``type``), and plain text under a token budget for agent tool results."""
+"""Printers for results: rich text for people at a terminal, plain text when piped or
+logged, JSON Lines for machines (each object with a ``type``).
+
+Nothing is hard-wrapped: on a terminal rich uses its width and leaves ids, URLs and
+``show`` hints whole (the terminal folds them), and piped output has no width at all, so
+a URL or a hit id copied from a log is the URL or the id."""
 
 from __future__ import annotations
 
@@ -23,10 +27,24 @@ def json_lines(objs: Iterable[dict[str, Any]], out: TextIO | None = None) -> Non
         json_line(obj, out)
 
 
-def _console() -> Any:
+NO_WIDTH = 100_000  # the width rich gets when output is not a terminal: never reached
+
+
+def is_terminal(stream: TextIO | None = None) -> bool:
+    stream = stream or sys.stdout
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def console() -> Any:
+    """A rich Console on stdout: the terminal's width on a terminal, none otherwise."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    if is_terminal():
+        return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=NO_WIDTH, color_system=None)
 
 
 def _lexer(language: str) -> str:
@@ -43,10 +61,13 @@ def print_hits(
     hits: Sequence[Hit], *, snippet_lines: int = SNIPPET_LINES, show_score: bool = True
 ) -> None:
     """Search and grep results for a person: a header line each, then a numbered snippet."""
+    if not is_terminal():
+        _plain_hits(hits, snippet_lines, show_score)
+        return
     from rich.syntax import Syntax
     from rich.text import Text
 
-    console = _console()
+    con = console()
     for hit in hits:
         c = hit.chunk
         header = Text()
@@ -58,9 +79,9 @@ def print_hits(
             header.append(f"  {c.symbol}", style="green")
         if c.kind:
             header.append(f"  [{c.kind}]", style="magenta")
-        console.print(header)
+        con.print(header)
         if c.url:
-            console.print(Text(f"    {c.url}", style="dim underline"))
+            con.print(Text(f"    {c.url}", style="dim underline"))
         lines = c.text.splitlines()
         shown = lines[:snippet_lines]
         highlight = {ln - c.start_line + 1 for ln in hit.extra.get("matches", [])}
@@ -74,40 +95,75 @@ def print_hits(
             theme="ansi_dark",
             background_color="default",
         )
-        console.print(syntax)
+        con.print(syntax)
         if len(lines) > len(shown):
-            console.print(
+            con.print(
                 Text(
                     f"    … {len(lines) - len(shown)} more lines (ctxkernel show {c.id})",
                     style="dim",
                 )
             )
-        console.print()
+        con.print()
+
+
+def _hit_head(hit: Hit, show_score: bool) -> str:
+    c = hit.chunk
+    head = f"{hit.rank:>2}. {c.id}"
+    if show_score and hit.via != "grep":
+        head += f"  {hit.score:.4f}"
+    if c.symbol:
+        head += f"  {c.symbol}"
+    if c.kind:
+        head += f"  [{c.kind}]"
+    return head
+
+
+def _plain_hits(hits: Sequence[Hit], snippet_lines: int, show_score: bool) -> None:
+    """Hits as plain lines, nothing wrapped or cut: match lines marked ``N:``."""
+    out = sys.stdout
+    for hit in hits:
+        c = hit.chunk
+        out.write(_hit_head(hit, show_score) + "\n")
+        if c.url:
+            out.write(f"    {c.url}\n")
+        lines = c.text.splitlines()
+        shown = lines[:snippet_lines]
+        matches = set(hit.extra.get("matches", []))
+        width = len(str(c.start_line + max(0, len(shown) - 1)))
+        for i, line in enumerate(shown):
+            n = c.start_line + i
+            out.write(f"  {n:>{width}}{':' if n in matches else ' '} {line}\n")
+        if len(lines) > len(shown):
+            out.write(f"    … {len(lines) - len(shown)} more lines (ctxkernel show {c.id})\n")
+        out.write("\n")
 
 
 def print_file_range(
     corpus: str, path: str, start: int, lines: Sequence[str], language: str, url: str
 ) -> None:
-    from rich.syntax import Syntax
-    from rich.text import Text
-
-    console = _console()
     end = start + len(lines) - 1
-    console.print(Text(f"{corpus}:{path}:{start}-{end}", style="bold cyan"))
-    if url:
-        console.print(Text(url, style="dim underline"))
-    if sys.stdout.isatty():
-        console.print(
-            Syntax(
-                "\n".join(lines),
-                _lexer(language),
-                line_numbers=True,
-                start_line=start,
-                theme="ansi_dark",
-                background_color="default",
-            )
-        )
-    else:
+    if not is_terminal():
+        sys.stdout.write(f"{corpus}:{path}:{start}-{end}\n")
+        if url:
+            sys.stdout.write(url + "\n")
         width = len(str(end))
         for i, line in enumerate(lines, start):
             sys.stdout.write(f"{i:>{width}}  {line}\n")
+        return
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    con = console()
+    con.print(Text(f"{corpus}:{path}:{start}-{end}", style="bold cyan"))
+    if url:
+        con.print(Text(url, style="dim underline"))
+    con.print(
+        Syntax(
+            "\n".join(lines),
+            _lexer(language),
+            line_numbers=True,
+            start_line=start,
+            theme="ansi_dark",
+            background_color="default",
+        )
+    )

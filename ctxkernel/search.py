@@ -158,40 +158,56 @@ class Searcher:
         lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
         sharp: list[tuple[float, list[tuple[str, int]]]] = []  # lists whose order must hold
         caches = {name: self.store.synced_cache(name) for name in names}
+        # Each ranker gives one list over all the corpora, merged by its score (BM25,
+        # cosine distance, definition order), so a corpus's place in it is earned: a
+        # tiny corpus's weak best match no longer ranks with a big corpus's best one.
         if mode in ("hybrid", "lexical"):
             t = time.perf_counter()
             tokens = tokenize(query)
             name_query = is_name_query(query)
+            by_field: dict[str, list[tuple[float, str, int]]] = {}
+            shared = _shared_idf(caches, tokens) if len(caches) > 1 else {}
             for name, cache in caches.items():
-                for fieldname, rows in _lexical(cache, tokens, depth, filters).items():
-                    weight = getattr(self.weights, fieldname)
-                    if fieldname == "head" and not name_query:
-                        weight *= self.weights.head_in_prose
-                    if weight:
-                        lists.append((weight, [(name, r) for r in rows]))
+                scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
+                for fieldname, scored in scored_fields.items():
+                    by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
+            for fieldname, entries in by_field.items():
+                weight = getattr(self.weights, fieldname)
+                if fieldname == "head" and not name_query:
+                    weight *= self.weights.head_in_prose
+                if weight and entries:
+                    lists.append((weight, _best_first(entries, depth, reverse=True)))
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
             # one query vector per embedder: corpora built with different ones each get theirs
             embedders = {name: self.embedder_for(name) for name in caches}
-            vectors = {name: e.embed_query(query) for name, e in embedders.items()}
+            by_key = {e.key: e for e in embedders.values()}
+            vectors = {key: e.embed_query(query) for key, e in by_key.items()}
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
+            near: dict[str, list[tuple[float, str, int]]] = {}
             for name, cache in caches.items():
-                rows = self._dense(name, cache, vectors[name], depth, filters)
-                static = embedders[name].kind == "static"
+                key = embedders[name].key
+                found = self._dense(name, cache, vectors[key], depth, filters)
+                near.setdefault(key, []).extend((d, name, r) for r, d in found)
+            # one list per embedder, merged by cosine distance: distances of two embedders'
+            # vectors are not on one scale, so corpora built with different ones fuse by rank
+            for key, entries in near.items():
+                static = by_key[key].kind == "static"
                 weight = self.weights.dense_static if static else self.weights.dense
-                lists.append((weight, [(name, r) for r in rows]))
+                if entries:
+                    lists.append((weight, _best_first(entries, depth, reverse=False)))
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
         if mode == "hybrid":
             # a bare name asks for its definition: the definitions lead, in their order
             name_query = is_name_query(query)
+            defs: list[tuple[tuple[Any, ...], str, int]] = []
             for name, cache in caches.items():
-                sym = _symbol_rows(cache, query, filters)
-                if sym:
-                    (sharp if name_query else lists).append(
-                        (self.weights.symbol, [(name, r) for r in sym])
-                    )
+                defs.extend((key, name, r) for key, r in _symbol_rows(cache, query, filters))
+            if defs:
+                ranked = _best_first(defs, SYMBOL_DEPTH, reverse=False)
+                (sharp if name_query else lists).append((self.weights.symbol, ranked))
         fused = _rrf(lists, sharp)
         hits = self._materialize(caches, fused, k, filters, mode)
         took = (time.perf_counter() - t0) * 1000
@@ -199,16 +215,17 @@ class Searcher:
 
     def _dense(
         self, name: str, cache: CorpusCache, vector: Any, depth: int, filters: Filters
-    ) -> list[int]:
+    ) -> list[tuple[int, float]]:
+        """(row, cosine distance) of the nearest chunks of one corpus, nearest first."""
         if self.store.local:
             return _local_dense(cache, vector, depth, filters)
         n = depth * (4 if filters.path else 1)
         found = self.store.query(name, vector, n, filters.where())
         rows = cache.rows_for_ids([i for i, _ in found])
-        ordered = [rows[i] for i, _ in found if i in rows]
+        ordered = [(rows[i], float(d)) for i, d in found if i in rows]
         if filters.path:
             allowed = cache.filter_rows(paths_glob=filters.path, language=None, kind=None) or set()
-            ordered = [r for r in ordered if r in allowed]
+            ordered = [(r, d) for r, d in ordered if r in allowed]
         return ordered[:depth]
 
     def _materialize(
@@ -239,6 +256,7 @@ class Searcher:
 
 
 SHORT_CHUNK_LINES = 8
+SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
 RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
 
@@ -250,10 +268,47 @@ def length_prior(chunk: Chunk) -> float:
     return 0.8 + 0.2 * min(1.0, lines / SHORT_CHUNK_LINES)
 
 
+def _best_first(
+    entries: list[tuple[Any, str, int]], depth: int, *, reverse: bool
+) -> list[tuple[str, int]]:
+    """(corpus, row) of ``(score, corpus, row)`` entries of several corpora, best first
+    (highest score with ``reverse``, else lowest), at most ``depth``; ties keep their order."""
+    ordered = sorted(entries, key=lambda e: e[0], reverse=reverse)
+    return [(name, row) for _, name, row in ordered[:depth]]
+
+
 def _lexical(
     cache: CorpusCache, tokens: list[str], depth: int, filters: Filters
 ) -> dict[str, list[int]]:
     """Rows ranked by each lexical field (see ``lexical.LexicalIndex``)."""
+    return {
+        field: [row for row, _ in ranked]
+        for field, ranked in _lexical_scored(cache, tokens, depth, filters).items()
+    }
+
+
+def _shared_idf(
+    caches: dict[str, CorpusCache], tokens: list[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Token weights that put several corpora's BM25 scores on one IDF."""
+    from .lexical import FIELDS, shared_idf_weights
+
+    stats = {}
+    for name, cache in caches.items():
+        index = cache.bm25()
+        if index is not None and tokens:
+            stats[name] = {field: index.doc_stats(field, tokens) for field in FIELDS}
+    return shared_idf_weights(stats)
+
+
+def _lexical_scored(
+    cache: CorpusCache,
+    tokens: list[str],
+    depth: int,
+    filters: Filters,
+    weights: dict[str, dict[str, float]] | None = None,
+) -> dict[str, list[tuple[int, float]]]:
+    """(row, BM25 score) ranked by each lexical field; ``weights`` from ``_shared_idf``."""
     import numpy as np
 
     index = cache.bm25()
@@ -265,12 +320,15 @@ def _lexical(
     mask = None
     if allowed is not None:
         mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-    ranked: dict[str, list[int]] = index.rank(tokens, depth, mask)
+    ranked: dict[str, list[tuple[int, float]]] = index.rank_scored(tokens, depth, mask, weights)
     return ranked
 
 
-def _local_dense(cache: CorpusCache, vector: Any, depth: int, filters: Filters) -> list[int]:
-    """Rows nearest to ``vector`` in the corpus's vector snapshot (``vectors.DenseIndex``)."""
+def _local_dense(
+    cache: CorpusCache, vector: Any, depth: int, filters: Filters
+) -> list[tuple[int, float]]:
+    """(row, cosine distance) nearest to ``vector`` in the corpus's vector snapshot
+    (``vectors.DenseIndex``), nearest first."""
     import numpy as np
 
     index = cache.dense()
@@ -282,12 +340,14 @@ def _local_dense(cache: CorpusCache, vector: Any, depth: int, filters: Filters) 
     mask = None
     if allowed is not None:
         mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-    rows: list[int] = index.rank(vector, depth, mask)
-    return rows
+    return index.rank_scored(vector, depth, mask)
 
 
-def _symbol_rows(cache: CorpusCache, query: str, filters: Filters) -> list[int]:
-    """Chunks that define a name the query spells out, definitions before uses."""
+def _symbol_rows(
+    cache: CorpusCache, query: str, filters: Filters
+) -> list[tuple[tuple[Any, ...], int]]:
+    """(sort key, row) of chunks that define a name the query spells out, definitions
+    before uses; the keys order definitions of several corpora too."""
     names = identifiers(query)
     if not names and len(query.split()) == 1:
         names = [query.strip()]
@@ -300,7 +360,7 @@ def _symbol_rows(cache: CorpusCache, query: str, filters: Filters) -> list[int]:
                 seen.add(row)
                 ranked.append((key, row))
     ranked.sort(key=lambda kr: kr[0])
-    return [row for _, row in ranked[:20]]
+    return ranked[:SYMBOL_DEPTH]
 
 
 def is_name_query(query: str) -> bool:

@@ -14,10 +14,14 @@ import importlib.metadata as metadata
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness import paths
 
@@ -28,6 +32,10 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 GIT_TIMEOUT_S = 900
 PROBE_TIMEOUT_S = 10
+# A git server that accepts the connection and then says nothing would hold a fetch
+# forever: a git process that shows no progress for this long is killed (its process
+# group: git-remote-http and ssh too). CTXKERNEL_GIT_STALL_S sets it.
+GIT_STALL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -109,11 +117,12 @@ class GitSource(Source):
                 repo.remotes.origin.set_url(self.fetch_url)
             else:
                 repo.create_remote("origin", self.fetch_url)
-            with repo.git.custom_environment(GIT_TERMINAL_PROMPT="0"):
-                self._fetch(repo)
+            self._fetch(repo)
             repo.git.checkout("--force", "--detach", "FETCH_HEAD")
             repo.git.clean("-fdxq")
             sha = repo.head.commit.hexsha
+        except GitFailed as exc:
+            raise UserError(self._unreachable(exc)) from None
         except git.GitCommandError as exc:
             raise UserError(self._unreachable(exc)) from exc
         if progress:
@@ -125,21 +134,20 @@ class GitSource(Source):
         import git
 
         assert isinstance(repo, git.Repo)
+        where = Path(str(repo.working_tree_dir))
+        fetch = ["fetch", "--progress", "--depth", "1", "--no-tags", "origin"]
         try:
-            repo.git.fetch(
-                "--depth", "1", "--no-tags", "origin", self.ref, kill_after_timeout=GIT_TIMEOUT_S
-            )
-        except git.GitCommandError:
+            run_git([*fetch, self.ref], where, self.origin)
+        except GitFailed:
             if self.ref in ("HEAD", "main", "master"):
                 # a mirror whose default branch has another name
-                repo.git.fetch(
-                    "--depth", "1", "--no-tags", "origin", "HEAD", kill_after_timeout=GIT_TIMEOUT_S
-                )
+                run_git([*fetch, "HEAD"], where, self.origin)
             else:
                 raise
 
     def _unreachable(self, exc: Exception) -> str:
-        detail = " ".join(str(getattr(exc, "stderr", "") or exc).split())[:200]
+        text = str(exc) if isinstance(exc, GitFailed) else str(getattr(exc, "stderr", "") or exc)
+        detail = " ".join(text.split())[:200]
         return (
             f"cannot fetch {self.origin}: {detail}; index from a local copy instead with "
             "--source (a git mirror or repo path, a directory, or pkg:NAME)"
@@ -147,18 +155,109 @@ class GitSource(Source):
 
     def upstream_version(self) -> str | None:
         try:
-            out = subprocess.run(
-                ["git", "ls-remote", self.fetch_url, self.ref],
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_S,
-                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            out = run_git(
+                ["ls-remote", self.fetch_url, self.ref],
+                None,
+                self.origin,
+                limit_s=PROBE_TIMEOUT_S,
+                stall_s=min(PROBE_TIMEOUT_S, _stall_s()),
             )
-        except (OSError, subprocess.TimeoutExpired):
+        except GitFailed:
             return None
-        if out.returncode != 0 or not out.stdout.strip():
-            return None
-        return out.stdout.split()[0]
+        return out.split()[0] if out.strip() else None
+
+
+class GitFailed(Exception):
+    """A git command failed, or was killed for showing no progress; the message says which."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+def _stall_s() -> float:
+    try:
+        value = float(os.environ.get("CTXKERNEL_GIT_STALL_S", GIT_STALL_S))
+    except ValueError:
+        return GIT_STALL_S
+    return value if value > 0 else GIT_STALL_S
+
+
+def run_git(
+    args: list[str],
+    cwd: Path | None,
+    what: str,
+    *,
+    limit_s: float = GIT_TIMEOUT_S,
+    stall_s: float | None = None,
+) -> str:
+    """Run ``git ARGS`` and return its stdout. GitFailed when it fails, when it shows no
+    progress (nothing on stdout or stderr) for ``stall_s`` seconds, or when it runs past
+    ``limit_s``: the whole process group is killed then, so nothing waits on a server
+    that accepted the connection and never answered. Never prompts for credentials."""
+    stall = stall_s if stall_s is not None else _stall_s()
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
+    if "GIT_SSH_COMMAND" not in env and "GIT_SSH" not in env:
+        env["GIT_SSH_COMMAND"] = f"ssh -o BatchMode=yes -o ConnectTimeout={max(1, int(stall))}"
+    # curl gives up on its own too when an http(s) transfer crawls below 1 kB/s
+    speed = ["-c", "http.lowSpeedLimit=1000", "-c", f"http.lowSpeedTime={max(1, int(stall))}"]
+    try:
+        proc = subprocess.Popen(
+            ["git", *speed, *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise GitFailed(f"cannot run git: {exc}") from None
+    last = [time.monotonic()]
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def drain(stream: Any, into: list[bytes]) -> None:
+        for block in iter(lambda: stream.read1(65536), b""):
+            into.append(block)
+            last[0] = time.monotonic()
+
+    readers = [
+        threading.Thread(target=drain, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=drain, args=(proc.stderr, err), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    start = time.monotonic()
+    why = ""
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now - last[0] > stall:
+            why = f"no answer for {stall:g} s (CTXKERNEL_GIT_STALL_S sets how long)"
+        elif now - start > limit_s:
+            why = f"still running after {limit_s:g} s"
+        if why:
+            _kill_group(proc)
+            break
+        time.sleep(0.1)
+    proc.wait()
+    for reader in readers:
+        reader.join(2)
+    stderr = b"".join(err).decode("utf-8", "replace")
+    if why:
+        raise GitFailed(f"{what}: {why}", stderr)
+    if proc.returncode != 0:
+        lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
+        detail = " ".join(" ".join(lines[-2:]).split())[:200] or f"exit status {proc.returncode}"
+        raise GitFailed(detail, stderr)
+    return b"".join(out).decode("utf-8", "replace")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def _tracked_files(root: Path, repo: object) -> tuple[list[SourceFile], int]:

@@ -546,17 +546,51 @@ class Store:
         if self.chroma_url:
             return None
         if not self._records_file.is_file():
-            if not (self.index_dir / "chroma").is_dir():
-                return {}  # nothing indexed here yet
-            # a store made before the mirror existed (or the file was deleted): rebuild it
-            records = self._records_from_chroma()
-            self._write_local_records(records)
+            # nothing indexed here yet, or the file was deleted, or a store made before
+            # records.json existed: what the caches (or a legacy chroma dir) recorded
+            records = self._recovered_records()
+            if records:
+                self._write_local_records(records)
             return records
         try:
             data = json.loads(self._records_file.read_text())
         except (OSError, json.JSONDecodeError):
-            return None
-        return data if isinstance(data, dict) else None
+            data = None
+        if not isinstance(data, dict):
+            # a damaged file: write it again from the copies each corpus keeps
+            data = self._recovered_records()
+            self._write_local_records(data)
+        return data
+
+    def _recovered_records(self) -> dict[str, dict[str, Any]]:
+        """The records as the corpus caches keep them (each run writes its corpus's record
+        there too), else those of a legacy chroma dir."""
+        if (self.index_dir / "chroma").is_dir():
+            return self._records_from_chroma()
+        out: dict[str, dict[str, Any]] = {}
+        for db_path in sorted((self.index_dir / "lexical").glob("*/meta.sqlite")):
+            name = db_path.parent.name
+            try:
+                raw = self.cache(name).get_info("record")
+                data = json.loads(raw) if raw else None
+            except (sqlite3.Error, json.JSONDecodeError):
+                continue  # a damaged cache: that corpus is indexed again
+            if isinstance(data, dict):
+                out[name] = data
+        return out
+
+    def forget_local_records(self) -> None:
+        """Empty the records mirror (the chroma store it mirrored was set aside)."""
+        self._write_local_records({})
+
+    def close(self) -> None:
+        """Let go of the chroma client and its files (before the store is moved)."""
+        self._collections.clear()
+        if self._client is not None:
+            self._client = None
+            from chromadb.api.client import SharedSystemClient
+
+            SharedSystemClient.clear_system_cache()
 
     def _write_local_records(self, records: dict[str, dict[str, Any]]) -> None:
         if self.chroma_url:
@@ -596,10 +630,10 @@ class Store:
             col = self.collection(record.name, create=True)
             col.modify(metadata={RECORD_KEY: json.dumps(record.to_json())})
             return
-        local = self._local_records()
-        if local is None:  # records.json unreadable: a legacy chroma dir may still have them
-            local = self._records_from_chroma() if (self.index_dir / "chroma").is_dir() else {}
+        local = self._local_records() or {}
         local[record.name] = record.to_json()
+        # the cache's copy: records.json is written again from these when it is lost
+        self.cache(record.name).set_info("record", json.dumps(record.to_json()))
         self._write_local_records(local)
 
     def _records_from_chroma(self) -> dict[str, dict[str, Any]]:
@@ -659,6 +693,10 @@ class Store:
     def query(
         self, corpus: str, vector: np.ndarray, n: int, where: dict[str, Any] | None = None
     ) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the nearest chunks on the chroma server. A local
+        store's vectors are searched in the corpus cache's snapshot (``CorpusCache.dense``)."""
+        if self.local:
+            raise RuntimeError("Store.query asks a chroma server; this store is local")
         col = self._query_collection(corpus)
         if col is None:
             return []

@@ -158,6 +158,11 @@ class DenseIndex:
     def rank(self, vector: Any, depth: int, allowed: Any = None) -> list[int]:
         """Cache rows by cosine similarity to ``vector``, best first; ``allowed`` is a
         boolean mask over positions (filters)."""
+        return [row for row, _ in self.rank_scored(vector, depth, allowed)]
+
+    def rank_scored(self, vector: Any, depth: int, allowed: Any = None) -> list[tuple[int, float]]:
+        """(cache row, cosine distance) nearest first, as ``rank``; the distance (1 - cosine
+        similarity) is what a chroma query answers, so corpora merge on one scale."""
         import numpy as np
 
         if not len(self.rows) or depth < 1:
@@ -171,4 +176,4 @@ class DenseIndex:
         n = min(depth, len(scores))
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [int(self.rows[i]) for i in top]
+        return [(int(self.rows[i]), 1.0 - float(scores[i])) for i in top]

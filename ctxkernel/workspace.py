@@ -11,12 +11,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import config
-from .corpus import Corpus, Hit, get_corpus, language_for, load_corpora, parse_chunk_id
+from . import config, damage
+from .confine import Confinement
+from .corpus import (
+    Corpus,
+    Hit,
+    corpus_errors,
+    get_corpus,
+    language_for,
+    load_corpora,
+    parse_chunk_id,
+)
 from .docs import DocsResult
 from .docs import lookup as docs_lookup
 from .embed import Embedder, get_embedder
-from .errors import UserError
+from .errors import UserError, check_text
 from .grep import GrepResult, grep
 from .progress import Progress
 from .search import Filters, Searcher, SearchResult
@@ -37,6 +46,7 @@ class CorpusStatus:
     upstream: str | None = None  # the upstream's version now, when it could be asked
     size_bytes: int = 0
     defined: bool = True
+    error: str = ""  # why the corpus's definition file does not load, or ""
 
     @property
     def moved_on(self) -> bool | None:
@@ -66,6 +76,7 @@ class CorpusStatus:
             "upstream_version": self.upstream,
             "upstream_moved": self.moved_on,
             "defined": self.defined,
+            "error": self.error,
         }
 
 
@@ -145,34 +156,50 @@ class Workspace:
         ref: str = "",
         progress: Progress | None = None,
         force: bool = False,
+        rebuild: bool = False,
     ) -> IndexReport:
+        """Index ``name`` from ``source`` (default: the corpus's own). ``force`` re-chunks
+        and re-embeds everything (the embedding cache is not used); ``rebuild`` drops the
+        corpus's index first, setting aside whatever of the store is damaged, and builds it
+        again, reusing cached vectors."""
         from .indexer import index_corpus  # chunkers, sources: only when indexing
         from .sources import resolve_source
 
+        check_text(name, "corpus")
         corpus = self.corpus(name)
         src = resolve_source(corpus, source, ref)
-        return index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
+        with damage.guard(self.store, [name], indexing=True):
+            notes = damage.clear_for_rebuild(self.store, name) if rebuild else []
+            report = index_corpus(self.store, corpus, src, self.embedder, progress, force=force)
+        report.notes[:0] = notes
+        return report
 
     def update(self, name: str, progress: Progress | None = None) -> IndexReport:
         from .indexer import index_corpus
         from .sources import source_from_record
 
         corpus = self.corpus(name)
-        record = self.store.record(name)
-        if record is None or not record.origin:
-            raise UserError(
-                f"corpus {name!r} is not indexed yet; run `ctxkernel index {name}` first"
-            )
-        src = source_from_record(corpus, record.source_kind, record.origin)
-        return index_corpus(self.store, corpus, src, self.embedder, progress)
+        with damage.guard(self.store, [name], indexing=True):
+            record = self.store.record(name)
+            if record is None or not record.origin:
+                raise UserError(
+                    f"corpus {name!r} is not indexed yet; run `ctxkernel index {name}` first"
+                )
+            src = source_from_record(corpus, record.source_kind, record.origin)
+            return index_corpus(self.store, corpus, src, self.embedder, progress)
 
     def status(self, check_upstream: bool = True) -> list[CorpusStatus]:
+        with damage.guard(self.store):
+            return self._status(check_upstream)
+
+    def _status(self, check_upstream: bool) -> list[CorpusStatus]:
         from .sources import source_from_record
 
         defs = self.definitions()
+        errors = corpus_errors()
         indexed = set(self.store.corpora())
         out: list[CorpusStatus] = []
-        for name in sorted(set(defs) | indexed):
+        for name in sorted(set(defs) | indexed | set(errors)):
             corpus = defs.get(name)
             record = self.store.record(name) if name in indexed else None
             status = CorpusStatus(
@@ -181,6 +208,7 @@ class Workspace:
                 indexed=record is not None,
                 record=record,
                 defined=corpus is not None,
+                error=errors.get(name, "") if corpus is None else "",
             )
             if record is not None:
                 status.size_bytes = _dir_size(self.store.index_dir / "lexical" / name)
@@ -209,6 +237,23 @@ class Workspace:
     ) -> SearchResult:
         """Search; ``rerank`` re-scores the best fused candidates with a local
         cross-encoder (``rerank.py``) before the cut at ``k``."""
+        _check_texts(query=query, path=path, language=language, kind=kind)
+        _check_texts(*(corpora or []), what="corpus")
+        with damage.guard(self.store, corpora):
+            return self._search(query, corpora, k, mode, path, language, kind, rerank, rerank_model)
+
+    def _search(
+        self,
+        query: str,
+        corpora: list[str] | None,
+        k: int,
+        mode: str,
+        path: str | None,
+        language: str | None,
+        kind: str | None,
+        rerank: bool,
+        rerank_model: str | None,
+    ) -> SearchResult:
         filters = Filters(path=path, language=language, kind=kind)
         if not rerank:
             return self.searcher.search(query, corpora, k, mode, filters)
@@ -227,6 +272,8 @@ class Workspace:
         self, topic: str, corpora: list[str] | None = None, alternatives: int = 5
     ) -> DocsResult:
         """The section or definition documenting ``topic`` (an instruction, API or name)."""
+        _check_texts(topic=topic)
+        _check_texts(*(corpora or []), what="corpus")
         if not topic.strip():
             raise UserError("empty docs topic")
         names = corpora or self.store.corpora()
@@ -237,13 +284,22 @@ class Workspace:
                 raise UserError(
                     f"corpus {name!r} is not indexed (indexed: {', '.join(self.store.corpora())})"
                 )
-        return docs_lookup(self.store, topic, names, alternatives)
+        with damage.guard(self.store, names):
+            return docs_lookup(self.store, topic, names, alternatives, explicit=bool(corpora))
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
-        return grep(self.store, corpus, pattern, **kwargs)
+        _check_texts(corpus=corpus, pattern=pattern, path=kwargs.get("path_glob"))
+        with damage.guard(self.store, [corpus]):
+            return grep(self.store, corpus, pattern, **kwargs)
 
     def read(self, ref: str, start: int | None = None, end: int | None = None) -> FileRange:
         """Lines of an indexed file: ``corpus:path[:start-end]``."""
+        check_text(ref, "reference")
+        corpus = parse_chunk_id(ref)[0]
+        with damage.guard(self.store, [corpus]):
+            return self._read(ref, start, end)
+
+    def _read(self, ref: str, start: int | None, end: int | None) -> FileRange:
         corpus, path, s, e = parse_chunk_id(ref)
         start = start if start is not None else s
         end = end if end is not None else e
@@ -256,7 +312,9 @@ class Workspace:
             raise UserError(
                 f"{corpus}:{path} is not an indexed file (try `ctxkernel search` or `grep` to find paths)"
             )
-        lines, source = _file_lines(entry.local)
+        key = (str(self.store.index_dir), corpus, cache.get_info("generation") or "")
+        confined = Confinement.for_corpus(key, {p: e.local for p, e in cache.files().items()})
+        lines, source = _file_lines(confined, entry.local, f"{corpus}:{path}")
         if lines is None:
             lines, source = _lines_from_chunks(cache.chunks_of_file(path)), "chunks"
         total = len(lines)
@@ -280,13 +338,23 @@ class Workspace:
         return [h.to_json() for h in hits]
 
 
-def _file_lines(local: str) -> tuple[list[str] | None, str]:
+def _check_texts(*values: str, what: str = "", **named: str | None) -> None:
+    for value in values:
+        check_text(value, what)
+    for name, given in named.items():
+        if given is not None:
+            check_text(given, name)
+
+
+def _file_lines(confined: Confinement, local: str, what: str) -> tuple[list[str] | None, str]:
+    """The lines of a recorded file's copy on disk; (None, "") when it is gone; Refused
+    when it now leads out of the corpus snapshot."""
     if not local:
         return None, ""
-    try:
-        return Path(local).read_text(encoding="utf-8", errors="replace").splitlines(), "file"
-    except OSError:
+    data = confined.read_bytes(local, what)
+    if data is None:
         return None, ""
+    return data.decode("utf-8", "replace").splitlines(), "file"
 
 
 def _lines_from_chunks(chunks: list[Any]) -> list[str]:

@@ -3,8 +3,10 @@
 A ``Problem`` (native ``problem.py``, GPU MODE ``reference.py`` or KernelBench ``Model``)
 and a ``Candidate`` go to a ``Runner``; the runner spawns an isolated worker, the rung
 ladder (pre-checks, compile, run, correctness, anti-cheat; on request benchmark,
-roofline, dumps, profile) drives it over a private channel, and the answer is a
-``Verdict`` (JSON document and compact LLM feedback).
+roofline, dumps, profile, trace) drives it over a private channel, and the answer is a
+``Verdict`` (JSON document with a typed ``PerformanceSummary``, and compact LLM
+feedback). What a kernel language is (Triton, CuTeDSL, TileLang, CUDA C++, PyTorch) is a
+``Backend`` in ``harness/backends``, whose registry every backend choice reads.
 
 This package never imports the retrieval stack (chromadb, sentence-transformers) nor
 ``ctxkernel``: it must run on a bare GPU machine. The public API is imported lazily so
@@ -20,12 +22,13 @@ if TYPE_CHECKING:
     from .errors import HarnessError, UsageError
     from .problem import Problem, Tolerance, load_problem
     from .runner import LocalRunner, Runner, RunOptions, check
-    from .verdict import RungResult, Verdict
+    from .verdict import PerformanceSummary, RungResult, Verdict
 
 __all__ = [
     "Candidate",
     "HarnessError",
     "LocalRunner",
+    "PerformanceSummary",
     "Problem",
     "RunOptions",
     "RungResult",
@@ -50,6 +53,7 @@ _EXPORTS = {
     "RunOptions": "runner",
     "Runner": "runner",
     "check": "runner",
+    "PerformanceSummary": "verdict",
     "RungResult": "verdict",
     "Verdict": "verdict",
 }

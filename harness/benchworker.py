@@ -11,8 +11,9 @@ Kept apart from ``worker.py`` (the request loop and the guarded ``call``). Reque
   reference. Nothing is compared here.
 - ``identity`` / ``ceilings``: the device's identity (cache key) and measured ceilings;
   only in a harness-only worker (no candidate code in the process).
-- ``artifacts``: compiled artefacts (Triton IR/PTX/CUBIN, CuTeDSL MLIR/PTX/CUBIN, CUDA C++
-  PTX/CUBIN), collected from the worker's caches or compiled ahead of time for a target.
+- ``artifacts``: the compiled artefacts the candidate's backend left in this worker (its
+  ``collect_artifacts``), or ``launches_only``: the launches it recorded for an
+  ahead-of-time compile in another worker.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _recorded(worker: Worker, call: Any) -> Any:
 
 
 def _reference_call(worker: Worker, shape: dict[str, Any]) -> Any:
-    from .rungs.context import reference_precision
+    from .precision import reference_precision
 
     problem = worker.problem
     assert problem is not None
@@ -228,9 +229,10 @@ def handle_artifacts(
     from .artifacts import collect
 
     if req.get("launches_only"):
-        from .aot import launches_to_json
+        from .backends import get_backend
 
-        return {"ok": True, "op": "artifacts", "launches": launches_to_json()}, []
+        launches = get_backend(worker.backend_name).recorded_launches()
+        return {"ok": True, "op": "artifacts", "launches": launches}, []
     files, notes = collect(
         worker.backend_name,
         req.get("target"),

@@ -2,8 +2,8 @@
 
 The entry point is ``custom_kernel(inputs)`` (native and GPU MODE) or ``ModelNew``
 (KernelBench). The backend is declared (``--backend``, a ``# backend: triton`` comment in
-the first lines, or ``BACKEND = "triton"``) or detected from the imports: ``cutlass`` ->
-cutedsl, ``load_inline``/``cpp_extension`` -> cuda_inline, ``triton`` -> triton, else torch.
+the first lines, or ``BACKEND = "triton"``) or detected from the imports by the backend
+registry (``harness/backends``; the first backend that claims them, plain PyTorch last).
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import BACKEND_NAMES, detect_backend
+from .backends import backend_names, detect_backend, module_names
 from .errors import UsageError
 from .problem import Problem
 
+# module names a candidate file may not take (it would shadow what the harness imports),
+# besides every backend's modules
 _RESERVED = {
     "harness",
     "torch",
-    "triton",
     "numpy",
     "task",
     "utils",
     "reference",
-    "cutlass",
     "ctxkernel",
     "eval",
     "problem",
@@ -104,11 +104,12 @@ def load_candidate(path: str | Path, problem: Problem, backend: str | None = Non
         raise UsageError(f"{p}: a candidate is a .py file")
     source = p.read_text(encoding="utf-8", errors="replace")
     declared = backend or declared_backend(source)
-    if declared is not None and declared not in BACKEND_NAMES:
-        raise UsageError(f"unknown backend {declared!r} (one of {', '.join(BACKEND_NAMES)})")
+    if declared is not None and declared not in backend_names():
+        raise UsageError(f"unknown backend {declared!r} (one of {', '.join(backend_names())})")
     chosen = declared or detect_backend(imported_modules(source), source)
     stem = p.stem
-    module_name = stem if stem.isidentifier() and stem not in _RESERVED else "candidate"
+    reserved = stem in _RESERVED or stem in module_names()
+    module_name = stem if stem.isidentifier() and not reserved else "candidate"
     return Candidate(
         path=p,
         source=source,

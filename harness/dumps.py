@@ -7,14 +7,13 @@ stack (``cuobjdump -res-usage``), spill stores/loads (``ptxas -v`` on the PTX), 
 instruction counts that answer the usual questions -- does the matmul use warpgroup MMA
 (``HGMMA``/``wgmma``) on sm_90 or only ``HMMA``; is there local-memory traffic (``LDL``/
 ``STL``); are global loads 128-bit (``LDG.E.128``) or narrow; TMA (``UTMALDG``) or cp.async
-(``LDGSTS``). The tools come from Triton's package (``triton/backends/nvidia/bin``: it
-ships ``cuobjdump``, ``nvdisasm`` and ``ptxas``, so this works on a CPU machine), then
-``PATH``, then ``/usr/local/cuda/bin``. ``report.json`` and ``report.txt`` sum it up.
+(``LDGSTS``). The tools come from the backends' packages first (``Backend.tool_dirs``:
+Triton ships ``cuobjdump``, ``nvdisasm`` and ``ptxas``, so this works on a CPU machine),
+then ``PATH``, then ``/usr/local/cuda/bin``. ``report.json`` and ``report.txt`` sum it up.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -36,10 +35,9 @@ def _safe(name: str) -> str:
 
 
 def tool_dirs() -> list[Path]:
-    dirs = []
-    spec = importlib.util.find_spec("triton")
-    if spec is not None and spec.origin:
-        dirs.append(Path(spec.origin).parent / "backends" / "nvidia" / "bin")
+    from .backends import tool_dirs as backend_tool_dirs
+
+    dirs = backend_tool_dirs()
     dirs += [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
     dirs.append(Path("/usr/local/cuda/bin"))
     return dirs
@@ -235,7 +233,9 @@ class KernelReport:
         return " ".join(bits)
 
 
-def findings_for(report: KernelReport, expect_mma: bool, arch: int | None) -> list[str]:
+def findings_for(
+    report: KernelReport, expect_mma: bool, arch: int | None, mma_hint: str = ""
+) -> list[str]:
     out = []
     spills = (report.spill_stores or 0) + (report.spill_loads or 0)
     if spills:
@@ -256,7 +256,8 @@ def findings_for(report: KernelReport, expect_mma: bool, arch: int | None) -> li
         if sass.get("HMMA"):
             out.append(
                 f"{report.kernel} [{report.version}]: matmul on sm_{arch} without HGMMA/WGMMA: tensor cores only through HMMA (mma.sync), "
-                "which caps well under Hopper's peak; use warpgroup MMA (Triton: BLOCK_M >= 64 with 4 warps, num_warps=8 tiles)"
+                "which caps well under Hopper's peak; use warpgroup MMA"
+                + (f" ({mma_hint})" if mma_hint else "")
             )
         else:
             out.append(
@@ -283,6 +284,7 @@ def write_dump(
     backend: str,
     expect_mma: bool,
     notes: list[str] | None = None,
+    mma_hint: str = "",
 ) -> dict[str, Any]:
     """Write the files, disassemble, analyse; returns the summary (also report.json/.txt)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -343,7 +345,7 @@ def write_dump(
                 report.local_bytes = max(u.get("LOCAL", 0) for u in usage.values())
                 if report.stack_bytes is None:
                     report.stack_bytes = max(u.get("STACK", 0) for u in usage.values())
-        report.findings = findings_for(report, expect_mma, arch)
+        report.findings = findings_for(report, expect_mma, arch, mma_hint)
         reports.append(report)
     notes_out: list[str] = list(notes or [])
     if not sass_found and files:

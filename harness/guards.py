@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import backends
+
 ALLOWED_PROGRAMS = frozenset(
     {
         "ptxas",
@@ -84,10 +86,6 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
 _INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
-_DSL_PATHS = (
-    os.path.join("cutlass", "base_dsl") + os.sep,
-    os.path.join("cutlass", "cutlass_dsl") + os.sep,
-)
 
 
 class HarnessGuardError(PermissionError):
@@ -121,15 +119,24 @@ def program_name(path: Any) -> str:
 
 
 def install_audit_guard(
-    workdir: str, allowed_programs: Iterable[str] = ALLOWED_PROGRAMS
+    workdir: str,
+    allowed_programs: Iterable[str] | None = None,
+    code_rewriters: Iterable[str] | None = None,
 ) -> AuditGuard:
     """Install the audit hook (permanently: audit hooks cannot be removed) and return its handle.
 
-    State lives in this closure, not in module globals, so the candidate cannot flip it
-    through ``sys.modules``.
+    ``allowed_programs``: what may run (default: the compilers plus what the backends
+    declare); ``code_rewriters``: path fragments of kernel-DSL compilers whose frames may
+    swap a ``__code__`` (default: the backends'). State lives in this closure, not in
+    module globals, so the candidate cannot flip it through ``sys.modules``.
     """
     root = os.path.realpath(workdir)
-    allowed = frozenset(allowed_programs)
+    allowed = frozenset(
+        allowed_programs
+        if allowed_programs is not None
+        else ALLOWED_PROGRAMS | backends.allowed_programs()
+    )
+    rewriters = tuple(code_rewriters if code_rewriters is not None else backends.code_rewriters())
     state = {"active": False, "busy": False}
     violations: list[Violation] = []
     seen: set[str] = set()
@@ -188,7 +195,7 @@ def install_audit_guard(
         except ValueError:
             return False
         filename = frame.f_code.co_filename if frame is not None else ""
-        return any(part in filename for part in _DSL_PATHS)
+        return any(part in filename for part in rewriters)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if not state["active"] or state["busy"]:
@@ -362,9 +369,7 @@ CRITICAL = [
     "torch.cuda.Event.elapsed_time",
     "torch.cuda.Event.record",
     "torch.cuda.Event.synchronize",
-    "triton.testing.do_bench",
-    "triton.testing.do_bench_cudagraph",
-]
+]  # and each backend's protected_names
 _SNAPSHOT_MODULES = [
     "time",
     "builtins",
@@ -374,18 +379,14 @@ _SNAPSHOT_MODULES = [
     "torch.cuda",
     "torch.utils._python_dispatch",
     "torch.overrides",
-    "triton.testing",
     "numpy",
-]
+]  # and each backend's protected_modules
 _SNAPSHOT_CLASSES = [
     ("torch", "Tensor"),
     ("torch._C", "TensorBase"),
     ("torch.cuda", "Event"),
     ("torch.cuda", "Stream"),
-    ("triton.runtime.jit", "JITFunction"),
-    ("triton.runtime.interpreter", "InterpretedFunction"),
-    ("triton.runtime.autotuner", "Autotuner"),
-]
+]  # and each backend's protected_classes
 
 
 def _resolve(dotted: str) -> Any:
@@ -431,14 +432,14 @@ class IdentitySnapshot:
     @classmethod
     def take(cls, extra_modules: Iterable[str] = ()) -> IdentitySnapshot:
         snap = cls()
-        for name in CRITICAL:
+        for name in [*CRITICAL, *backends.protected_names()]:
             owner_name, _, attr = name.rpartition(".")
             try:
                 owner = _resolve(owner_name)
             except (LookupError, AttributeError):
                 continue
             snap._add(name, owner, attr)
-        for module_name in [*_SNAPSHOT_MODULES, *extra_modules]:
+        for module_name in [*_SNAPSHOT_MODULES, *backends.protected_modules(), *extra_modules]:
             module = sys.modules.get(module_name)
             if module is None:
                 continue
@@ -448,7 +449,7 @@ class IdentitySnapshot:
                     continue
                 if callable(value) or isinstance(value, types.ModuleType):
                     snap._add(f"{module_name}.{attr}", module, attr)
-        for module_name, class_name in _SNAPSHOT_CLASSES:
+        for module_name, class_name in [*_SNAPSHOT_CLASSES, *backends.protected_classes()]:
             module = sys.modules.get(module_name)
             cls_obj = getattr(module, class_name, None) if module is not None else None
             if not isinstance(cls_obj, type):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .problem import Tolerance
+from .problemspec import Tolerance
 
 
 @dataclass

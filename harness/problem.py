@@ -1,6 +1,4 @@
-"""Problem: what a kernel must compute, on which inputs, to which tolerance.
-
-Three formats load into the same ``Problem``:
+"""Loading a problem: three formats load into the same ``Problem``:
 
 - native ``problem.py`` (documented in ``examples/README.md``): ``generate_input(seed,
   **shape)``, ``ref_kernel(inputs)``, ``SHAPES``, optional ``TOLERANCE``, ``FORBIDDEN``,
@@ -9,220 +7,39 @@ Three formats load into the same ``Problem``:
 - GPU MODE reference-kernels (``reference.py`` + ``task.yml``): see ``importers/gpumode.py``;
 - KernelBench (``Model``, ``get_inputs``, ``get_init_inputs``): ``importers/kernelbench.py``.
 
-``detect_format`` looks at a file or directory without running it. The ``Tolerance``
-policy lives here too: defaults by output dtype (fp32 tight; tf32/bf16/fp16/fp8 looser
-with PSNR and cosine-similarity floors), overridden per problem.
+``detect_format`` looks at a file or directory without running it. ``Problem`` and the
+``Tolerance`` policy are defined in ``problemspec.py`` (the importers build them too) and
+importable from here.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import hashlib
-import importlib.util
-import inspect
-import shutil
-import sys
 import threading
-import types
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .errors import ProblemError, UsageError
+from .problemspec import (
+    Problem,
+    Tolerance,
+    call_on_device,
+    import_file,
+    isolated_import_path,
+    to_device,
+)
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Element-wise ``|got - expected| <= atol + rtol * |expected|``, plus global floors."""
-
-    atol: float
-    rtol: float
-    min_psnr: float | None = None
-    min_cossim: float | None = None
-    precision: str = "fp32"
-
-    @classmethod
-    def for_dtype(cls, dtype: torch.dtype | str) -> Tolerance:
-        key = (
-            dtype
-            if isinstance(dtype, str)
-            else _PRECISION_OF.get(dtype, "exact" if not _is_float(dtype) else "fp32")
-        )
-        return DEFAULT_TOLERANCES[key]
-
-    def merged(self, override: dict[str, Any] | None) -> Tolerance:
-        if not override:
-            return self
-        fields = {
-            k: override[k] for k in ("atol", "rtol", "min_psnr", "min_cossim") if k in override
-        }
-        values: dict[str, Any] = {k: (None if v is None else float(v)) for k, v in fields.items()}
-        return replace(self, **values)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "atol": self.atol,
-            "rtol": self.rtol,
-            "min_psnr": self.min_psnr,
-            "min_cossim": self.min_cossim,
-            "precision": self.precision,
-        }
-
-
-def _is_float(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point or dtype.is_complex
-
-
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "fp64": Tolerance(1e-9, 1e-7, precision="fp64"),
-    "fp32": Tolerance(1e-5, 1e-5, precision="fp32"),
-    "tf32": Tolerance(5e-3, 5e-3, min_psnr=50.0, min_cossim=0.99999, precision="tf32"),
-    "fp16": Tolerance(1e-2, 5e-3, min_psnr=45.0, min_cossim=0.9999, precision="fp16"),
-    "bf16": Tolerance(2e-2, 2e-2, min_psnr=35.0, min_cossim=0.999, precision="bf16"),
-    "fp8": Tolerance(0.125, 0.125, min_psnr=20.0, min_cossim=0.99, precision="fp8"),
-    "exact": Tolerance(0.0, 0.0, precision="exact"),
-}
-_PRECISION_OF: dict[torch.dtype, str] = {
-    torch.float64: "fp64",
-    torch.complex128: "fp64",
-    torch.float32: "fp32",
-    torch.complex64: "fp32",
-    torch.float16: "fp16",
-    torch.bfloat16: "bf16",
-}
-for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
-    if hasattr(torch, _name):
-        _PRECISION_OF[getattr(torch, _name)] = "fp8"
-
-
-@dataclass
-class Problem:
-    """A loaded problem, whatever its format. Everything here runs in the parent only."""
-
-    name: str
-    path: Path
-    format: str  # "native" | "gpumode" | "kernelbench"
-    shapes: list[dict[str, Any]]
-    generate: Callable[[int, dict[str, Any], str], Any]  # (seed, shape, device) -> inputs
-    reference: Callable[[Any, dict[str, Any]], Any]  # (inputs, shape) -> output
-    bench_shapes: list[dict[str, Any]] = field(default_factory=list)
-    bench_l2: str | None = None  # "flush" (default) | "hot": L2 state the benchmark times
-    seeds: list[int] = field(default_factory=list)  # public seed per shape
-    entry: str = "custom_kernel"
-    entry_kind: str = "function"  # "function": entry(inputs); "model": Entry(*init)(*inputs)
-    forbidden: list[str] = field(default_factory=list)
-    tolerance: dict[str, Any] | None = None
-    precision: str | None = None  # e.g. "tf32": use that tolerance whatever the dtype
-    check: Callable[[Any, Any], Any] | None = None  # GPU MODE check_implementation
-    init: Callable[[dict[str, Any]], tuple[int, tuple[Any, ...]]] | None = None  # KernelBench
-    flops_fn: Callable[..., float] | None = None
-    bytes_fn: Callable[..., float] | None = None
-    support_files: list[Path] = field(default_factory=list)
-    description: str = ""
-
-    def public_seed(self, shape_index: int) -> int:
-        if shape_index < len(self.seeds):
-            return int(self.seeds[shape_index])
-        return 1000 + shape_index
-
-    def generate_input(self, seed: int, shape: dict[str, Any], device: str) -> Any:
-        try:
-            return self.generate(seed, shape, device)
-        except Exception as exc:
-            raise ProblemError(
-                f"{self.name}: generate_input({shape}) failed: {type(exc).__name__}: {exc}"
-            ) from exc
-
-    def ref_output(self, inputs: Any, shape: dict[str, Any]) -> Any:
-        try:
-            return self.reference(inputs, shape)
-        except Exception as exc:
-            raise ProblemError(
-                f"{self.name}: the reference failed on {shape}: {type(exc).__name__}: {exc}"
-            ) from exc
-
-    def tolerance_for(self, dtype: torch.dtype) -> Tolerance:
-        """Defaults for the precision (or dtype), overridden by ``TOLERANCE`` (flat, or
-        keyed by dtype name such as ``"float32"``)."""
-        base = Tolerance.for_dtype(self.precision) if self.precision else Tolerance.for_dtype(dtype)
-        override = self.tolerance or {}
-        if any(isinstance(v, dict) for v in override.values()):
-            override = override.get(str(dtype).replace("torch.", ""), {})
-        return base.merged(override)
-
-    def flops(self, shape: dict[str, Any]) -> float | None:
-        return float(self.flops_fn(**shape)) if self.flops_fn else None
-
-    def bytes(self, shape: dict[str, Any]) -> float | None:
-        return float(self.bytes_fn(**shape)) if self.bytes_fn else None
-
-    def stage_support_files(self, workdir: Path) -> None:
-        """Copy the files a candidate may import (GPU MODE ``task.py``); never the reference."""
-        for src in self.support_files:
-            if src.is_file():
-                shutil.copyfile(src, workdir / src.name)
-
-
-# -- loading helpers -----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def isolated_import_path(paths: list[Path], shadow: tuple[str, ...]) -> Iterator[None]:
-    """Put ``paths`` first on sys.path and hide modules named ``shadow`` (``utils``,
-    ``task``, ``reference``) so two problems with same-named helpers do not collide."""
-    saved_path = list(sys.path)
-    saved_modules = {name: sys.modules.pop(name) for name in shadow if name in sys.modules}
-    sys.path[:0] = [str(p) for p in paths]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved_path
-        for name in shadow:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved_modules)
-
-
-def import_file(path: Path, prefix: str) -> types.ModuleType:
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
-    name = f"_ctxkernel_{prefix}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    return module
-
-
-def call_on_device(fn: Callable[..., Any], device: str, *args: Any, **kwargs: Any) -> Any:
-    """Call a generator; pass ``device=`` when it takes one, else build on CPU and move."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment]
-    if "device" in params:
-        return fn(*args, device=device, **kwargs)
-    return to_device(fn(*args, **kwargs), device)
-
-
-def to_device(value: Any, device: str) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, tuple):
-        return tuple(to_device(v, device) for v in value)
-    if isinstance(value, list):
-        return [to_device(v, device) for v in value]
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
+__all__ = [
+    "Problem",
+    "Tolerance",
+    "call_on_device",
+    "detect_format",
+    "import_file",
+    "isolated_import_path",
+    "load_native",
+    "load_problem",
+    "to_device",
+]
 
 
 # -- native format ---------------------------------------------------------------------------
@@ -264,6 +81,7 @@ def load_native(path: Path) -> Problem:
         flops_fn=getattr(module, "flops", None),
         bytes_fn=getattr(module, "bytes", None),
         description=(module.__doc__ or "").strip(),
+        unseen=getattr(module, "UNSEEN", None),
     )
 
 

@@ -2,7 +2,8 @@
 
 A record holds the candidate source as checked, ``result.json`` (the verdict document),
 ``feedback.txt`` (what an agent would be told), the worker's stdout/stderr logs
-(trimmed to their last MiB) and the ``trace`` rung's ``*.trace.json`` timelines.
+(trimmed to their last MiB) and the ``trace`` rung's ``*.trace.json`` timelines, every
+file redacted of the secret values this process knows (``harness/redact.py``).
 ``paths.default_runs_dir()`` decides where ``runs/`` is.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .paths import default_runs_dir
+from .redact import known, redact, redact_bytes
 
 if TYPE_CHECKING:
     from .candidate import Candidate
@@ -46,7 +48,8 @@ def write_record(
 ) -> Path:
     path = new_run_dir(verdict.problem, candidate.sha, runs_dir)
     verdict.run_dir = str(path)
-    (path / candidate.path.name).write_text(candidate.source)
+    secrets = known()
+    (path / candidate.path.name).write_text(redact(candidate.source, secrets))
     (path / "result.json").write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
     (path / "feedback.txt").write_text(verdict.feedback() + "\n")
     if logdir is not None and logdir.is_dir():
@@ -54,7 +57,7 @@ def write_record(
             data = log.read_bytes()
             if len(data) > LOG_LIMIT:
                 data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
-            (path / log.name).write_bytes(data)
+            (path / log.name).write_bytes(redact_bytes(data, secrets))
         for timeline in sorted(logdir.glob("*.trace.json")):  # trace rung (issue 8)
-            (path / timeline.name).write_bytes(timeline.read_bytes())
+            (path / timeline.name).write_bytes(redact_bytes(timeline.read_bytes(), secrets))
     return path

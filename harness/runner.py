@@ -1,34 +1,41 @@
 """Runners: where a candidate's worker runs. ``Runner`` is the seam, ``LocalRunner`` the default.
 
 ``Runner.run(problem, candidate, options) -> Verdict`` is all a caller sees; the rung
-ladder talks to its worker only through a ``WorkerSession`` (``request`` / ``close``), so
-a pool, SSH or Ray runner can run the same rungs wherever the GPU is.
+ladder talks to its worker only through a ``WorkerSession`` (``request`` / ``close``,
+defined in ``session.py`` with ``WorkerGone``), so a pool, SSH or Ray runner can run the
+same rungs wherever the GPU is. ``RunOptions`` is in ``options.py``; both are importable
+from here. The rungs import neither this module nor the runners.
 
-``LocalSession`` spawns ``python -m harness.worker`` with ``subprocess`` in its own process
-group, its own temp dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``,
-caches inside the temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS
-set by the worker on CPU; an RSS watchdog here, since RLIMIT_AS breaks CUDA), and turns
-a hang, a crash or an early exit into a ``WorkerGone`` with a reason ("crashed with
-SIGSEGV", "timed out after 20 s", "worker exited with status 0 before reporting a
-result").
+``LocalSession`` spawns ``python -m harness.worker`` through the sandbox
+(``harness/sandbox.py``: a PID namespace of its own where the machine allows one, and
+``PR_SET_PDEATHSIG`` so it dies with its check) in its own process group, its own temp
+dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``, every backend's
+caches inside the temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS set by the worker
+on CPU; an RSS watchdog here, since RLIMIT_AS breaks CUDA), and turns a hang, a crash or
+an early exit into a ``WorkerGone`` with a reason ("crashed with SIGSEGV", "timed out
+after 20 s", "worker exited with status 0 before reporting a result").
+
+The load request has two limits: the worker's own start-up (interpreter, torch, CUDA
+context: ``startup_timeout_s``) ends when the worker says it is about to import the
+candidate, and from there the candidate's import has the request's timeout (``--timeout``,
+or a backend's floor for builds that need minutes).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import channel
+from . import channel, cleanup, sandbox
+from .options import RunOptions
+from .session import Reply, WorkerGone, WorkerSession
 
 if TYPE_CHECKING:
     import torch
@@ -48,11 +55,6 @@ _ENV_KEEP = {
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "NVIDIA_VISIBLE_DEVICES",
-    "TRITON_PTXAS_PATH",
-    "TRITON_CUOBJDUMP_PATH",
-    "TRITON_NVDISASM_PATH",
-    "TRITON_LIBCUDA_PATH",
-    "TRITON_DEFAULT_FP_FUSION",
     "CC",
     "CXX",
     "OMP_NUM_THREADS",
@@ -60,85 +62,20 @@ _ENV_KEEP = {
     "TORCH_CUDA_ARCH_LIST",
     "PYTORCH_NO_CUDA_MEMORY_CACHING",
     "PYTORCH_CUDA_ALLOC_CONF",
-}
+}  # and each backend's env_passthrough
 _ENV_KEEP_PREFIXES = ("LC_",)
-
-
-@dataclass
-class RunOptions:
-    """How to check: device, trials, limits, and the switches tests use."""
-
-    device: str | None = None  # None: cuda when available, else cpu
-    trials: int = 3  # fresh inputs per shape (the first new tensors, the rest in place)
-    shapes: list[dict[str, Any]] | None = None  # override the problem's SHAPES
-    timeout_s: float = 30.0  # per request
-    compile_timeout_s: float = 300.0  # the load request (imports, load_inline builds)
-    first_call_timeout_s: float = 120.0  # on a GPU, the first call (JIT compile, autotuning)
-    memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
-    burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
-    settle_s: float = 0.05  # wait after a call before checking the output again
-    policy_scan: bool = True  # False: static policy findings are reported, not gating
-    backend: str | None = None  # declared backend; None: the candidate's declaration or detection
-    secret: int | None = None  # secret seed; None: os.urandom
-    record: bool = True
-    runs_dir: Path | None = None
-    python: str | None = None  # interpreter for the worker; None: this one
-    allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
-    # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
-    bench: bool = False  # time the candidate (and the reference) on BENCH_SHAPES
-    bench_shapes: list[dict[str, Any]] | None = None  # None: the problem's BENCH_SHAPES
-    bench_budget_s: float = 3.0  # per shape and subject, split over the rounds
-    bench_rel_ci: float = 0.01  # stop when the median's 95% CI half-width is within this
-    bench_l2: str | None = None  # "flush" | "hot"; None: the problem's BENCH_L2, else flush
-    bench_mode: str = "events"  # "events" (flush/spin ahead of each launch) | "graph"
-    bench_reference: bool = True  # time the reference too (speedups)
-    compile_ref: bool = False  # also time torch.compile of the reference
-    speedup_review: float = 10.0  # speedups above this are flagged for review
-    dump_dir: Path | None = None  # write IR/PTX/CUBIN/SASS and the resource report here
-    target: str | None = None  # compile Triton ahead of time for this target (sm_90)
-    profile: bool = False  # ncu the candidate's kernels in a separate worker
-    # -- intra-kernel tracing (issue 8): harness/rungs/trace.py --------------------------
-    trace: bool = False  # time sections inside the kernel in a separate instrumented worker
-
-    def resolved_device(self) -> str:
-        if self.device:
-            return self.device
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class WorkerGone(Exception):
-    """The worker is dead or was killed; ``reason`` says how, ``detail`` what it printed."""
-
-    def __init__(self, reason: str, detail: str = "", returncode: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
-        self.returncode = returncode
-
-
-@dataclass
-class Reply:
-    header: dict[str, Any]
-    tensors: list[torch.Tensor] = field(default_factory=list)
-
-
-class WorkerSession(Protocol):
-    """What the ladder needs from a worker, wherever it runs."""
-
-    def request(
-        self,
-        header: dict[str, Any],
-        tensors: Sequence[torch.Tensor],
-        timeout_s: float,
-        max_reply_bytes: int,
-    ) -> Reply: ...
-
-    def close(self) -> dict[str, Any]: ...
-
-    @property
-    def logs(self) -> dict[str, Path]: ...
+__all__ = [
+    "LocalRunner",
+    "LocalSession",
+    "Reply",
+    "RunOptions",
+    "Runner",
+    "WorkerGone",
+    "WorkerSession",
+    "check",
+    "run_oneshot",
+    "scrubbed_env",
+]
 
 
 class Runner(Protocol):
@@ -150,9 +87,10 @@ def harness_root() -> Path:
 
 
 def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)
-    }
+    from .backends import cache_env, env_passthrough
+
+    keep = _ENV_KEEP | env_passthrough()
+    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(_ENV_KEEP_PREFIXES)}
     home = workdir / ".home"
     tmp = workdir / ".tmp"
     for d in (home, tmp):
@@ -166,10 +104,7 @@ def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
             "HOME": str(home),
             "TMPDIR": str(tmp),
             "XDG_CACHE_HOME": str(home / ".cache"),
-            "TRITON_CACHE_DIR": str(home / ".triton-cache"),
-            "TRITON_HOME": str(home),
-            "TORCH_EXTENSIONS_DIR": str(home / ".torch-extensions"),
-            "CUTE_DSL_CACHE_DIR": str(home / ".cute-cache"),
+            **cache_env(home),
             "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
@@ -214,13 +149,19 @@ class LocalSession:
             cap = (16 << 30) if device == "cpu" else (48 << 30)
         self.memory_cap = cap
         self._gone: WorkerGone | None = None
+        self.startup_timeout_s = options.startup_timeout_s
+        self.isolation = sandbox.isolation()
+        if self.isolation.mode == "none":
+            sandbox.harden_parent()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
+        pid_r, pid_w = os.pipe()
         name = f"worker-{tag}" if tag else "worker"
         self.stdout_path = logdir / f"{name}.stdout.log"
         self.stderr_path = logdir / f"{name}.stderr.log"
+        python = options.python or sys.executable
         cmd = [
-            options.python or sys.executable,
+            python,
             "-m",
             "harness.worker",
             "--fd-in",
@@ -236,18 +177,28 @@ class LocalSession:
         ]
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                cmd,
+                sandbox.command(self.isolation.mode, cmd, pid_w, python=python),
                 cwd=workdir,
                 env=scrubbed_env(workdir, env_extra),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                pass_fds=(to_worker_r, from_worker_w),
+                pass_fds=(to_worker_r, from_worker_w, pid_w),
                 start_new_session=True,
                 close_fds=True,
             )
-        os.close(to_worker_r)
-        os.close(from_worker_w)
+        cleanup.track(self.proc.pid)
+        for fd in (to_worker_r, from_worker_w, pid_w):
+            os.close(fd)
+        # the PID whose memory the watchdog reads (in a namespace: not the launcher's)
+        self.worker_pid = sandbox.read_pid(pid_r, self.startup_timeout_s)
+        if self.worker_pid is None:
+            self.kill()
+            self._gone = WorkerGone(
+                f"the sandbox could not start the worker ({describe_exit(self.proc.returncode)})",
+                self.stderr_tail(),
+                self.proc.returncode,
+            )
         self.end = channel.ParentEnd(to_worker_w, from_worker_r)
         self.started = time.monotonic()
 
@@ -262,7 +213,7 @@ class LocalSession:
     def _tick(self) -> None:
         if self.proc.poll() is not None:
             raise channel.ChannelClosed("worker exited")
-        rss = _rss_bytes(self.proc.pid)
+        rss = _rss_bytes(self.worker_pid or self.proc.pid)
         if rss is not None and rss > self.memory_cap:
             self.kill()
             raise WorkerGone(
@@ -280,13 +231,26 @@ class LocalSession:
     ) -> Reply:
         if self._gone is not None:
             raise self._gone
-        deadline = time.monotonic() + timeout_s
+        # a load first waits for the worker's own start-up, then gives the candidate's
+        # import ``timeout_s`` from the moment the worker says it begins
+        loading = header.get("op") == "load"
+        limit = max(self.startup_timeout_s, timeout_s) if loading else timeout_s
+        deadline = time.monotonic() + limit
+        starting = loading
         try:
             self.end.send(header, tensors, deadline, self._tick)
             frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+            if loading and frame.header.get("stage") == "import":
+                starting = False
+                deadline = time.monotonic() + timeout_s
+                frame = self.end.recv(deadline, self._tick, max_reply_bytes)
         except channel.ChannelTimeout:
             self.kill()
-            self._gone = WorkerGone(f"timed out after {timeout_s:g} s (killed)", self.stderr_tail())
+            if starting and limit > timeout_s:
+                reason = f"the worker did not start within {limit:g} s (killed)"
+            else:
+                reason = f"timed out after {timeout_s:g} s (killed)"
+            self._gone = WorkerGone(reason, self.stderr_tail())
             raise self._gone from None
         except WorkerGone as gone:
             self._gone = gone
@@ -324,6 +288,10 @@ class LocalSession:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        if self.worker_pid is not None and self.worker_pid != self.proc.pid:
+            # the launcher is gone; wait for the worker too, so its memory (a GPU's
+            # included) is free when the next worker starts
+            _wait_gone(self.worker_pid, 5.0)
 
     def close(self) -> dict[str, Any]:
         """Say goodbye, collect the last findings, and make sure nothing is left running."""
@@ -339,6 +307,7 @@ class LocalSession:
         except subprocess.TimeoutExpired:
             pass
         self.kill()  # the process group: anything the candidate left behind goes too
+        cleanup.untrack(self.proc.pid)
         self.end.close()
         final["returncode"] = self.proc.returncode
         final["wall_s"] = time.monotonic() - self.started
@@ -350,6 +319,21 @@ class LocalSession:
         except OSError:
             return ""
         return data[-limit:].decode(errors="replace")
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    """Whether ``pid`` (not our child) exited, or became a zombie, within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[-1].split()[:1] in (["Z"], ["X"]):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
 
 
 def _rss_bytes(pid: int) -> int | None:
@@ -370,6 +354,7 @@ class LocalRunner:
 
     def __init__(self, ladder: Any = None) -> None:
         self.ladder = ladder
+        cleanup.install_signal_cleanup()
 
     def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict:
         from .backends import worker_env_for
@@ -378,7 +363,10 @@ class LocalRunner:
         from .rungs.ladder import Ladder
 
         device = options.resolved_device()
-        root = Path(tempfile.mkdtemp(prefix="ctxkernel-check-"))
+        isolation = resolved_isolation()
+        cleanup.install_signal_cleanup()
+        cleanup.sweep_once()
+        root = cleanup.temp_root("ctxkernel-check-")
         try:
             workdir = root / "work"
             logdir = root / "logs"
@@ -393,19 +381,29 @@ class LocalRunner:
                 extra = {**env_extra, **(env or {})}
                 return LocalSession(workdir, logdir, device, options, extra, tag=tag)
 
-            ctx = LadderContext(problem, candidate, options, device, open_session)
-            ctx.oneshot = functools.partial(
-                run_oneshot, workdir, logdir, device, options, env_extra
-            )
+            oneshot = functools.partial(run_oneshot, workdir, logdir, device, options, env_extra)
+            ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
                 verdict = (self.ladder or Ladder.default()).run(ctx)
             finally:
                 ctx.close()
+            verdict.environment["isolation"] = isolation.as_json()
+            verdict.redact_secrets()
             if options.record:
                 verdict.run_dir = str(write_record(verdict, candidate, logdir, options.runs_dir))
             return verdict
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            cleanup.remove_root(root)
+
+
+def resolved_isolation() -> sandbox.Isolation:
+    """This process's sandbox mode; a bad ``CTXKERNEL_ISOLATION`` is a usage error."""
+    from .errors import UsageError
+
+    try:
+        return sandbox.isolation()
+    except sandbox.SandboxError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def run_oneshot(
@@ -440,16 +438,28 @@ def run_oneshot(
         str(request_path),
     ]
     timed_out = False
+    isolation = sandbox.isolation()
+    # under a profiler the worker keeps CAP_SYS_ADMIN (the driver's counters need it), so
+    # it could unmount its /proc: this process is made non-dumpable first
+    mode = isolation.profiler_mode() if wrapper else isolation.mode
+    keep_admin = bool(wrapper) and mode == "pidns"
+    if mode == "none" or keep_admin:
+        sandbox.harden_parent()
+    pid_r, pid_w = os.pipe()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(
-            cmd,
+            sandbox.command(mode, cmd, pid_w, keep_admin=keep_admin),
             cwd=workdir,
             env=scrubbed_env(workdir, env_extra),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
+            pass_fds=(pid_w,),
             start_new_session=True,
         )
+        os.close(pid_w)
+        cleanup.track(proc.pid)
+        sandbox.read_pid(pid_r, options.startup_timeout_s)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -459,6 +469,7 @@ def run_oneshot(
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait(timeout=10)
+        cleanup.untrack(proc.pid)
     result_path = Path(str(request_path) + ".result")
     try:
         result = json.loads(result_path.read_text())

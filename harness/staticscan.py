@@ -2,8 +2,10 @@
 
 Walks the AST once, resolving import aliases (``F`` -> ``torch.nn.functional``), and
 reports ``Finding``s (rule id, name, severity, line, message, source line). Bodies of
-``@triton.jit``/``@cute.jit`` functions are exempt from the forbidden-op rules (``tl.dot``
-and ``a @ b`` there are the kernel). The rule table is in ``rungs/precheck.py``.
+kernel functions -- decorated with a backend's ``jit_decorators`` (``@triton.jit``,
+``@cute.jit``, ...; the backend registry lists them) or any decorator named ``*jit`` --
+are exempt from the forbidden-op rules (``tl.dot`` and ``a @ b`` there are the kernel).
+The rule table is in ``rungs/precheck.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ast
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .backends import jit_decorators
 from .policy import GROUPS, Policy, canonical_name
 
 
@@ -87,12 +90,7 @@ _LOAD_CALLS = _words(
 _CACHE_DECORATORS = _words(
     "cache functools.cache functools.cached_property functools.lru_cache lru_cache "
 )
-_JIT_DECORATORS = tuple(
-    _words(
-        "triton.jit triton.autotune triton.heuristics cute.jit cute.kernel cutlass.cute.jit "
-        "cutlass.cute.kernel jit "
-    )
-)
+_GENERIC_JIT = ("jit",)  # any decorator whose name ends in jit (numba.jit, a bare @jit)
 _KEY_ATTRS = {"data_ptr", "_version", "untyped_storage", "storage", "_cdata"}
 
 
@@ -237,10 +235,11 @@ class _Scanner(ast.NodeVisitor):
     # -- definitions ---------------------------------------------------------------
 
     def _is_jit(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        names, prefixes = jit_decorators()
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
             name, _ = self.dotted(target)
-            if name and (name.endswith(_JIT_DECORATORS) or name.startswith("triton.")):
+            if name and (name.endswith((*names, *_GENERIC_JIT)) or name.startswith(prefixes)):
                 return True
         return False
 

@@ -1,37 +1,98 @@
 """RungResult and Verdict: what a check concluded, as JSON and as feedback for an LLM.
 
-``Verdict.to_json()`` is one document (``type: "verdict"``): the rungs with their metrics
-and reasons, the environment (device, GPU name, driver, torch/triton versions, whether
-the Triton interpreter ran), the public seeds and the options. ``Verdict.lines()`` is the
-human ladder (``[correctness] ok  max_abs=3.1e-07 ...``). ``Verdict.feedback()`` is the
-compact text an agent loop feeds back: the first failing rung, the trimmed error with the
-offending candidate line or the worst mismatching indices with expected vs got, in under
-about 40 lines. ``performance`` (benchmark, roofline, dumps, profile) sits at the top level
-of the JSON -- ``performance.pct_of_roofline`` is what an agent loop stops on -- and leads
-the feedback of a passed verdict.
+A rung builds its ``RungResult`` with ``passed``, ``fail`` or ``skip`` (``not_run`` is the
+ladder's, after a failed gate); its ``output`` is the typed result the later rungs read
+(``rungs/results.py``) and is not part of the JSON. ``Verdict.to_json()`` is one document
+(``type: "verdict"``): the rungs with their metrics and reasons, the environment (device,
+GPU name, driver, torch/triton versions, whether the Triton interpreter ran), the public
+seeds and the options. ``summary`` is the typed ``PerformanceSummary`` (time, percent of
+roofline, speedup, bound of the first benchmarked shape; null when nothing was timed):
+what an agent ranks versions and stops on. ``performance`` holds the details (benchmark,
+roofline per shape, dumps, profile, trace) and leads the feedback of a passed verdict.
+``Verdict.lines()`` is the human ladder (``[correctness] ok  max_abs=3.1e-07 ...``).
+``Verdict.feedback()`` is the compact text an agent loop feeds back: the first failing
+rung, the trimmed error with the offending candidate line or the worst mismatching
+indices with expected vs got, in under about 40 lines. All three are redacted
+(``harness/redact.py``): no secret value this process knows survives in them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .redact import known as known_secrets
+from .redact import redact, redact_obj
 
 FEEDBACK_MAX_LINES = 40
+
+
+class _Rung(Protocol):
+    name: str
+    gating: bool
 
 
 @dataclass
 class RungResult:
     name: str
-    ok: bool | None  # None: not run (an earlier gating rung failed)
+    ok: bool | None  # None: skipped for a reason, or not run (an earlier gating rung failed)
     gating: bool = True
     metrics: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    output: Any = field(default=None, repr=False, compare=False)  # for later rungs, not JSON
+
+    @classmethod
+    def passed(
+        cls,
+        rung: _Rung,
+        metrics: dict[str, Any] | None = None,
+        reason: str = "",
+        details: dict[str, Any] | None = None,
+        output: Any = None,
+    ) -> RungResult:
+        return cls(
+            rung.name, True, rung.gating, dict(metrics or {}), reason, dict(details or {}), output
+        )
+
+    @classmethod
+    def fail(
+        cls,
+        rung: _Rung,
+        reason: str,
+        metrics: dict[str, Any] | None = None,
+        details: dict[str, Any] | None = None,
+        output: Any = None,
+    ) -> RungResult:
+        return cls(
+            rung.name, False, rung.gating, dict(metrics or {}), reason, dict(details or {}), output
+        )
+
+    @classmethod
+    def skip(cls, rung: _Rung, reason: str, details: dict[str, Any] | None = None) -> RungResult:
+        """Not run here, for a reason (no GPU, no ncu): never fails the verdict or gates."""
+        return cls(rung.name, None, False, {}, reason, dict(details or {}))
+
+    @classmethod
+    def not_run(cls, rung: _Rung) -> RungResult:
+        """After a failed gating rung."""
+        return cls(rung.name, None, rung.gating)
 
     @property
     def status(self) -> str:
         return "skipped" if self.ok is None else ("ok" if self.ok else "failed")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "gating": self.gating,
+            "metrics": self.metrics,
+            "reason": self.reason,
+            "details": self.details,
+            "status": self.status,
+        }
 
     def line(self) -> str:
         head = f"[{self.name}] {self.status}"
@@ -96,6 +157,48 @@ def _from_jsonable(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class PerformanceSummary:
+    """What the benchmark and roofline rungs measured, typed: the first benchmarked
+    shape's median time, its speedup over the reference, its percent of the roofline and
+    what bounds it (``memory`` / ``compute``). The agent ranks versions by it."""
+
+    shape: str
+    time_ms: float
+    speedup: float | None = None
+    pct_of_roofline: float | None = None
+    bound: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "time_ms": self.time_ms,
+            "speedup": self.speedup,
+            "pct_of_roofline": self.pct_of_roofline,
+            "bound": self.bound,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> PerformanceSummary | None:
+        """The summary of a verdict document's ``summary`` entry (None when absent or
+        when nothing was timed)."""
+        if not isinstance(doc, dict) or not _finite(doc.get("time_ms")):
+            return None
+        return cls(
+            shape=str(doc.get("shape") or ""),
+            time_ms=float(doc["time_ms"]),
+            speedup=float(doc["speedup"]) if _finite(doc.get("speedup")) else None,
+            pct_of_roofline=(
+                float(doc["pct_of_roofline"]) if _finite(doc.get("pct_of_roofline")) else None
+            ),
+            bound=str(doc["bound"]) if isinstance(doc.get("bound"), str) else None,
+        )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass
 class Verdict:
     ok: bool
@@ -113,6 +216,7 @@ class Verdict:
     run_dir: str | None = None
     wall_s: float = 0.0
     performance: dict[str, Any] = field(default_factory=dict)
+    summary: PerformanceSummary | None = None
 
     @property
     def failed_rung(self) -> RungResult | None:
@@ -129,6 +233,23 @@ class Verdict:
         gpu = self.environment.get("gpu")
         return f"{self.device} ({gpu})" if gpu else self.device
 
+    def redact_secrets(self) -> Verdict:
+        """Redact, in place, every secret value this process knows (reasons, details,
+        integrity findings, environment...); the runners call it on each verdict."""
+        values = known_secrets()
+        if values:
+            for rung in self.rungs:
+                rung.reason = redact(rung.reason, values)
+                rung.metrics = redact_obj(rung.metrics, values)
+                rung.details = redact_obj(rung.details, values)
+            self.integrity = redact_obj(self.integrity, values)
+            self.environment = redact_obj(self.environment, values)
+            self.seeds = redact_obj(self.seeds, values)
+            self.options = redact_obj(self.options, values)
+            self.performance = redact_obj(self.performance, values)
+            self.candidate = redact(self.candidate, values)
+        return self
+
     def to_json(self) -> dict[str, Any]:
         failed = self.failed_rung
         doc = {
@@ -142,16 +263,17 @@ class Verdict:
             "interpreter": self.interpreter,
             "failed_rung": failed.name if failed else None,
             "reason": failed.reason if failed else "",
-            "rungs": [asdict(r) | {"status": r.status} for r in self.rungs],
+            "rungs": [r.to_json() for r in self.rungs],
             "integrity": self.integrity,
             "environment": self.environment,
             "seeds": self.seeds,
             "options": self.options,
             "run_dir": self.run_dir,
             "wall_s": self.wall_s,
+            "summary": self.summary.to_json() if self.summary else None,
             "performance": self.performance,
         }
-        return _jsonable(doc)  # type: ignore[no-any-return]
+        return redact_obj(_jsonable(doc))  # type: ignore[no-any-return]
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Verdict:
@@ -183,9 +305,14 @@ class Verdict:
             run_dir=doc.get("run_dir"),
             wall_s=float(doc.get("wall_s", 0.0)),
             performance=dict(doc.get("performance") or {}),
+            summary=PerformanceSummary.from_json(doc.get("summary")),
         )
 
     def lines(self) -> list[str]:
+        values = known_secrets()
+        return [redact(line, values) for line in self._lines()]
+
+    def _lines(self) -> list[str]:
         out = [r.line() for r in self.rungs]
         head = (
             "PASSED"
@@ -201,6 +328,9 @@ class Verdict:
 
     def feedback(self, max_lines: int = FEEDBACK_MAX_LINES) -> str:
         """Compact text for an agent: what failed, where, and what to look at."""
+        return redact(self._feedback(max_lines))
+
+    def _feedback(self, max_lines: int) -> str:
         lines: list[str] = []
         failed = self.failed_rung
         where = f"problem {self.problem}, backend {self.backend}, {self.device_label()}"

@@ -4,8 +4,10 @@ Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --devic
 runner, in its own process group, with its own temp dir as cwd and a scrubbed
 environment. Protocol (one reply per request, strictly in order):
 
-- ``load``: install backend hooks, take the identity snapshot, install the guards, import
-  the candidate (guards on). Reply: environment, integrity findings, or the import error.
+- ``load``: install backend hooks, take the identity snapshot, install the guards, say
+  ``stage: import`` (an interim frame: the worker's own start-up is over, the candidate's
+  import and its time limit begin), import the candidate (guards on). Reply:
+  environment, integrity findings, or the import error.
 - ``call``: build the inputs (new tensors, or new content written into the previous
   tensors in place without bumping identity), poison the allocator, run the entry point
   ``repeat`` times with guards and the op recorder on, snapshot each output, synchronise,
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import importlib
 import importlib.util
 import json
 import os
@@ -42,7 +45,7 @@ from typing import Any
 import torch
 
 from . import channel, timing
-from .backends import LaunchCounter, get_backend
+from .backends import DEFAULT_BACKEND, LaunchCounter, get_backend
 from .guards import (
     IdentitySnapshot,
     OpRecorder,
@@ -111,7 +114,7 @@ class Worker:
         self.forbidden_aten: set[str] = set()
         self.forbidden_functions: set[str] = set()
         self.settle_s = 0.05
-        self.backend_name = "torch"
+        self.backend_name = DEFAULT_BACKEND
         self.last_inputs: Any = None
         self.last_leaves: list[torch.Tensor] = []
         self.reported_patches: set[str] = set()
@@ -153,7 +156,7 @@ class Worker:
     # -- load --------------------------------------------------------------------------
 
     def load(self, req: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        self.backend_name = str(req.get("backend", "torch"))
+        self.backend_name = str(req.get("backend", DEFAULT_BACKEND))
         self.entry_kind = str(req.get("entry_kind", "function"))
         self.settle_s = float(req.get("settle_s", 0.05))
         forbidden = req.get("forbidden", {})
@@ -176,27 +179,19 @@ class Worker:
                 "integrity": [],
             }, []
         self.counter = backend.prepare_worker(self.device)
-        if req.get("import_triton") and self.backend_name != "triton":
-            try:
-                import triton.testing  # noqa: F401  (so its timers are in the snapshot)
+        for name in req.get("snapshot_imports") or []:
+            try:  # another backend the candidate mentions: what it could patch is snapshotted
+                importlib.import_module(str(name))
             except ImportError:
                 pass
         from .tracing import install_candidate_api  # trace rung (issue 8): `import ck_trace`
 
-        install_candidate_api(
-            self.backend_name,
-            os.environ.get("TRITON_INTERPRET") == "1",
-            os.path.join(self.workdir, str(req["candidate"])),
-        )
+        install_candidate_api()
+        backend.prepare_trace(self.device, os.path.join(self.workdir, str(req["candidate"])))
         self.recorder = OpRecorder()
         self.recorder.warm_up()
         env = self.environment(backend.environment())
-        extra = [
-            *snapshot_harness_modules(),
-            "__main__",
-            "triton.runtime.jit",
-            "triton.runtime.interpreter",
-        ]
+        extra = [*snapshot_harness_modules(), "__main__"]
         self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
         self.guard = install_audit_guard(self.workdir)
         self.process_state = ProcessState.take()
@@ -205,6 +200,8 @@ class Worker:
 
         path = os.path.join(self.workdir, str(req["candidate"]))
         module_name = str(req.get("module", "candidate"))
+        if self.end is not None:  # the parent's clock for the candidate's import starts now
+            self.end.send({"op": "load", "stage": "import"})
         t0 = time.perf_counter()
         error = None
         try:

@@ -8,6 +8,10 @@ Modules, one concept each:
 - ``context``: prompt caching and trimming old turns
 - ``check_tool``: the harness as a tool (``check_kernel``), concurrent evaluation
 - ``loop``: the policy (rounds, samples, stops, resume) (:class:`Agent`)
+- ``state``: what a run was asked and what its rounds leave behind
+- ``recheck``: proving a best (fresh re-check on unseen shapes, side-by-side timing)
+- ``steer``: the engineer's notes (``--note``, ``steer.md``, the console) and commands
+- ``console``: the live view on a terminal and the interactive console
 - ``runs``: run records under ``runs/agent/<run-id>/``
 - ``plot``: the progress PNG
 
@@ -30,8 +34,10 @@ if TYPE_CHECKING:
         RetryPolicy,
         Usage,
     )
-    from .loop import Agent, AgentConfig, RunResult, run_agent
+    from .loop import Agent, run_agent
     from .runs import RunRecord, list_runs, resolve_run
+    from .state import AgentConfig, RunResult
+    from .steer import Steering
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -46,6 +52,7 @@ __all__ = [
     "RetryPolicy",
     "RunRecord",
     "RunResult",
+    "Steering",
     "Usage",
     "evaluate",
     "list_runs",
@@ -67,12 +74,13 @@ _EXPORTS = {
     "RetryPolicy": "client",
     "Usage": "client",
     "Agent": "loop",
-    "AgentConfig": "loop",
-    "RunResult": "loop",
+    "AgentConfig": "state",
+    "RunResult": "state",
     "run_agent": "loop",
     "RunRecord": "runs",
     "list_runs": "runs",
     "resolve_run": "runs",
+    "Steering": "steer",
 }
 
 

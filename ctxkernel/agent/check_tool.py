@@ -4,9 +4,9 @@
   ``harness.runners`` runner (``local`` threads, the ``pool`` of slot processes pinned one
   per GPU, an SSH host, a Ray cluster): the one place the loop meets the harness.
 - :class:`Outcome` is what the loop needs from a verdict: ok, the failed rung, how far up
-  the ladder it got, and the time, percent of roofline and speedup when the harness
-  measured them. They are read defensively from ``Verdict.to_json()``: on a CPU there is
-  no benchmark or roofline rung, and their metric names belong to the harness.
+  the ladder it got, and the time, percent of roofline, speedup and bound when the harness
+  measured them: the verdict's typed ``summary`` (``harness.verdict.PerformanceSummary``;
+  null on a CPU, where nothing is timed).
 - :func:`render_feedback` is the tool result: the version number and a headline, the
   harness's compact feedback (rung ladder, metrics, trimmed errors), the roofline line,
   and on request the dump highlights or profile summary when the harness has them.
@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import math
 import tempfile
 import threading
 import time
@@ -35,14 +34,6 @@ if TYPE_CHECKING:
     from .runs import RunRecord
 
 SHOW_CHOICES = ("dump", "profile", "trace")
-_TIME_KEYS = {
-    "median_us": 1.0,
-    "time_us": 1.0,
-    "median_ns": 1e-3,
-    "median_ms": 1e3,
-    "time_ms": 1e3,
-    "median_s": 1e6,
-}
 
 
 # -- outcome ---------------------------------------------------------------------------
@@ -116,42 +107,21 @@ def format_time(us: float) -> str:
     return f"{us:.4g} us"
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def verdict_metrics(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """time_us, roofline (fraction), speedup and bound from a verdict document, or None
-    for each the harness did not measure. Names are matched loosely on purpose: the
-    benchmark and roofline rungs are the harness's, and it owns their metric names."""
-    found: dict[str, Any] = {"time_us": None, "roofline": None, "speedup": None, "bound": None}
-    rungs = [r for r in doc.get("rungs", []) if isinstance(r, Mapping)]
-    # benchmark rungs first, so a compile or run timing is never taken for the kernel's
-    ordered = sorted(rungs, key=lambda r: 0 if "bench" in str(r.get("name", "")) else 1)
-    for rung in ordered:
-        if rung.get("ok") is False:
-            continue
-        name = str(rung.get("name", ""))
-        for key, value in (rung.get("metrics") or {}).items():
-            key = str(key).lower()
-            number = _number(value)
-            timing = key in _TIME_KEYS and ("bench" in name or key.startswith("median"))
-            if found["time_us"] is None and number is not None and timing:
-                found["time_us"] = number * _TIME_KEYS[key]
-            if found["roofline"] is None and number is not None and "roofline" in key:
-                percent = "pct" in key or "percent" in key or (number > 1.5 and "frac" not in key)
-                found["roofline"] = number / 100 if percent else number
-            if found["speedup"] is None and number is not None and key.startswith("speedup"):
-                found["speedup"] = number
-            if found["bound"] is None and key == "bound" and isinstance(value, str):
-                found["bound"] = value
-    top = doc.get("roofline")
-    if found["roofline"] is None and _number(top) is not None:
-        number = float(top)  # type: ignore[arg-type]
-        found["roofline"] = number / 100 if number > 1.5 else number
-    return found
+    """time_us, roofline (fraction), speedup and bound from a verdict document's typed
+    ``summary``; None for each the harness did not measure."""
+    from harness.verdict import PerformanceSummary
+
+    summary = PerformanceSummary.from_json(doc.get("summary"))
+    if summary is None:
+        return {"time_us": None, "roofline": None, "speedup": None, "bound": None}
+    pct = summary.pct_of_roofline
+    return {
+        "time_us": summary.time_ms * 1e3,
+        "roofline": pct / 100 if pct is not None else None,
+        "speedup": summary.speedup,
+        "bound": summary.bound,
+    }
 
 
 # -- feedback --------------------------------------------------------------------------

@@ -3,16 +3,21 @@ limits (429), overload (529), other 5xx answers and dropped connections, with th
 usage and the dollar cost of every call.
 
 It wraps the official ``anthropic`` SDK, which reads ``ANTHROPIC_API_KEY`` (or
-``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL`` itself: this module never sees,
-stores or prints the key, never logs request headers and never prints the SDK client.
+``ANTHROPIC_AUTH_TOKEN``) and ``ANTHROPIC_BASE_URL`` itself: this module never stores or
+prints the key, never logs request headers and never prints the SDK client. Once the
+SDK has read the key it is taken out of this process's environment (the copy
+``/proc/<pid>/environ`` shows included) and remembered only for redaction.
 Calls stream (``messages.stream``), so a large ``max_tokens`` or a thinking budget does
-not hit the SDK's ten-minute limit on non-streaming requests. The SDK's own retries are
+not hit the SDK's ten-minute limit on non-streaming requests; a server that answers a
+streamed request with a plain JSON message is understood too. The SDK's own retries are
 off: ours log each retry (status, wait) so a run's transcript shows them, and a failure
 that outlasts them becomes :class:`APIFailure`, which the loop turns into a clean stop.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import threading
 import time
@@ -46,6 +51,7 @@ _FAMILY_PRICES: dict[str, tuple[float, float]] = {
     "haiku": (1.0, 5.0),
 }
 _RETRY_STATUS = {408, 409, 429}
+_CREDENTIALS = (("ANTHROPIC_API_KEY", "api_key"), ("ANTHROPIC_AUTH_TOKEN", "auth_token"))
 _RETRY_ERROR_TYPES = {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
 
 
@@ -254,10 +260,16 @@ class ModelClient:
             if self.sdk is None:
                 import anthropic
 
+                from harness.redact import recall
+
                 kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s}
                 if self.base_url:
                     kwargs["base_url"] = self.base_url
+                for name, arg in _CREDENTIALS:  # an earlier client took them out of os.environ
+                    if name not in os.environ and (value := recall(name)):
+                        kwargs[arg] = value
                 self.sdk = anthropic.Anthropic(**kwargs)
+                _forget_credentials(self.sdk)
             return self.sdk
 
     def check_credentials(self) -> None:
@@ -287,6 +299,8 @@ class ModelClient:
             try:
                 message = self._stream(params)
                 break
+            except APIFailure:
+                raise
             except Exception as exc:
                 retryable, status, summary, retry_after = classify(exc)
                 if not retryable or attempt >= self.retry.max_attempts:
@@ -318,7 +332,50 @@ class ModelClient:
 
     def _stream(self, params: dict[str, Any]) -> Any:
         with self._client().messages.stream(**params) as stream:
-            return stream.get_final_message()
+            kind = str(stream.response.headers.get("content-type", ""))
+            if "text/event-stream" not in kind:
+                # an API-compatible server that does not stream answers with the message
+                return message_from_body(stream.response.read(), kind)
+            try:
+                return stream.get_final_message()
+            except AssertionError:  # the SDK's way of saying no message_start came
+                raise APIFailure("the API's stream ended before it sent a message") from None
+
+
+def message_from_body(body: bytes, content_type: str) -> Any:
+    """The ``Message`` in a plain JSON answer to a streamed request; ``APIFailure`` (one
+    line naming the cause) when the body is not one."""
+    import anthropic
+
+    what = f"the API answered a streamed request with {content_type or 'no content type'}"
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise APIFailure(
+            f"{what} that is not JSON: {_first_line(body.decode(errors='replace'), 120)!r}"
+        ) from None
+    if isinstance(doc, dict) and doc.get("type") == "error":
+        kind, message = _error_body(doc)
+        raise APIFailure(f"{what}: {kind}: {message}".rstrip(": "))
+    if not isinstance(doc, dict) or doc.get("type") != "message":
+        got = doc.get("type") if isinstance(doc, dict) else type(doc).__name__
+        raise APIFailure(f"{what} that is not a message (type {got!r})")
+    try:
+        return anthropic.types.Message.model_validate(doc)
+    except Exception as exc:  # pydantic's ValidationError: name the first problem only
+        raise APIFailure(f"{what} that is not a valid message: {_first_line(str(exc))}") from None
+
+
+def _forget_credentials(sdk: Any) -> None:
+    """Once the SDK holds the key, this process's environment does not: a candidate's
+    worker that reached ``/proc/<parent>/environ`` would find no key there. The values
+    are kept for redaction (``harness/redact.py``)."""
+    from harness.redact import forget_env, remember
+
+    for name, attr in _CREDENTIALS:
+        forget_env(name)
+        value = getattr(sdk, attr, None)
+        remember(value if isinstance(value, str) else None)
 
 
 def classify(exc: BaseException) -> tuple[bool, int | None, str, float | None]:

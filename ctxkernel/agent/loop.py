@@ -21,7 +21,17 @@ The run stops when
   version, or while none is correct, a version further up the ladder);
 - ``model-stopped``: the model ended its turn three rounds in a row without a version;
 - ``api-error``: the API failed for good (after retries); everything so far is kept;
+- ``engineer``: the engineer said ``/stop``;
 - ``interrupted``: Ctrl-C; ``error``: anything unexpected (kept, then raised).
+
+Before a version is declared best it is re-checked in a fresh worker on shapes and seeds
+the model never saw, and re-timed against the previous best where there is timing
+(``recheck.py``): a version that passes the public shapes only is failed as overfitting
+them. Between rounds the engineer's notes (``steer.py``: ``--note``, ``steer.md``, the
+interactive console) join the next user turn, marked as theirs; ``/pin N`` makes version
+N the base the policy note builds on, ``/back N`` continues from the conversation kept
+with version N. A note given when the run would stop on ``target`` or
+``no-improvement`` keeps it going.
 
 State is saved after every round, so ``--resume RUN`` continues from the last finished
 round (with budgets raised or changed if asked).
@@ -33,7 +43,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +51,22 @@ from ..errors import UserError
 from ..tools import ToolSet, anthropic_tools, run_tool_use
 from ..tools.base import ToolError
 from .check_tool import CheckOutcome, evaluate, make_check_tool, render_feedback, timed
-from .client import DEFAULT_MODEL, APIFailure, ModelClient, Usage
+from .client import APIFailure, ModelClient, Usage
 from .context import estimate_tokens, request_messages, system_blocks, trim
 from .prompt import device_info, first_message, load_brief, system_prompt
+from .recheck import UNSEEN_RUNG, Prover, prove_best
 from .runs import RunRecord, best_of
+from .state import (
+    AgentConfig,
+    Branch,
+    LoopState,
+    Pending,
+    RunResult,
+    append_text,
+    continuation,
+    tool_result,
+)
+from .steer import STEER_FILE, STEER_HEADER, Steering, apply_decision
 
 IDLE_ROUNDS_LIMIT = 3
 EventSink = Callable[[dict[str, Any]], None]
@@ -61,111 +83,9 @@ NEXT_STEP = {
     "with the reference (masks, tails, indexing, accumulation precision).",
     "anti-cheat": "the anti-cheat rung rejected this version: compute the result honestly, "
     "on every call, in the declared backend.",
+    UNSEEN_RUNG: "make it correct on every size the problem allows, not only the shapes "
+    "you were shown (tails, masks, grids that cover ragged edges).",
 }
-
-
-@dataclass
-class AgentConfig:
-    """Everything a run was asked to do; kept in ``run.json`` for resume."""
-
-    problem: str
-    backend: str = "triton"
-    model: str = DEFAULT_MODEL
-    max_iters: int = 20
-    target: float = 0.8
-    samples: int = 1
-    max_tokens: int = 16000
-    temperature: float | None = None
-    thinking_budget: int | str | None = None
-    max_cost: float | None = None
-    max_wall_s: float | None = None
-    token_budget: int | None = None
-    patience: int = 5
-    min_gain: float = 0.03  # a new best must be this much faster (timing noise is ~1-4%)
-    device: str | None = None
-    trials: int = 3
-    check_timeout_s: float = 60.0
-    context_tokens: int = 100_000
-    lookups_per_version: int = 12
-    runner: str | None = None  # harness.runners spec; None: local (one sample) or pool
-    price: list[float] | None = None  # [input, output] dollars per million tokens
-    index_dir: str | None = None
-    chroma_url: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> AgentConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
-
-
-@dataclass
-class LoopState:
-    """What a round leaves behind; ``state.json``."""
-
-    system: str
-    messages: list[dict[str, Any]]
-    rounds: int = 0
-    idle_rounds: int = 0
-    no_improvement: int = 0
-    progress_level: int = 0
-    usage: dict[str, int] = field(default_factory=dict)
-    cost: float = 0.0
-    calls: int = 0
-    retries: int = 0
-    wall_s: float = 0.0
-    context_tokens: int = 0
-    tool_versions: dict[str, int] = field(default_factory=dict)
-    device: str = ""
-    has_timing: bool = False
-    status: str = "running"
-    stop_reason: str | None = None
-    stop_detail: str = ""
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> LoopState:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in names})
-
-
-@dataclass
-class Pending:
-    """A ``check_kernel`` call waiting for its verdict."""
-
-    tool_use_id: str
-    source: str
-    notes: str
-    show: tuple[str, ...]
-    sample: int
-    version: int = 0
-    result: CheckOutcome | None = None
-    text: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Branch:
-    """One sample's conversation in a round, up to the model's submission."""
-
-    sample: int
-    messages: list[dict[str, Any]]
-    results: list[dict[str, Any]] = field(default_factory=list)  # for the last assistant turn
-    candidates: list[Pending] = field(default_factory=list)
-    ended: str | None = None  # why it stopped without a version
-    error: str | None = None
-
-
-@dataclass
-class RunResult:
-    record: RunRecord
-    summary: dict[str, Any]
-
-    @property
-    def best(self) -> dict[str, Any] | None:
-        best = self.summary.get("best")
-        return best if isinstance(best, dict) else None
 
 
 class Agent:
@@ -181,6 +101,7 @@ class Agent:
         toolset: ToolSet | None = None,
         on_event: EventSink | None = None,
         evaluator: Evaluator = evaluate,
+        steering: Steering | None = None,
     ) -> None:
         import threading
 
@@ -192,6 +113,7 @@ class Agent:
         self.client = client
         self.on_event = on_event
         self.evaluator = evaluator
+        self.steering = steering or Steering()
         if toolset is None:
             from ..workspace import Workspace
 
@@ -214,6 +136,10 @@ class Agent:
         self._state_lock = threading.Lock()
         self._session_start = time.monotonic()
         self._wall_base = state.wall_s
+        self._waited = 0.0
+        self._proof_lines: list[str] = []
+        self.prover = Prover(config.problem, self.options, self.evaluator,
+                             self._batch_runner, has_timing=state.has_timing)  # fmt: skip
         client.usage = Usage.from_json(state.usage)
         client.cost = state.cost
         client.calls = state.calls
@@ -255,6 +181,7 @@ class Agent:
             runs_dir,
         )  # fmt: skip
         (record.path / "system_prompt.md").write_text(text + "\n")
+        (record.path / STEER_FILE).write_text(STEER_HEADER)
         messages = [{"role": "user", "content": first_message(config.backend)}]
         state = LoopState(
             system=text, messages=messages, device=info.label, has_timing=info.has_timing
@@ -293,16 +220,27 @@ class Agent:
     # -- the loop --------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        self._emit({"type": "run", "id": self.record.id, "path": str(self.record.path),
+        self.emit({"type": "run", "id": self.record.id, "path": str(self.record.path),
                     "problem": self.record.config.get("problem"), "backend": self.config.backend,
                     "model": self.config.model, "device": self.state.device,
+                    "max_iters": self.config.max_iters,
                     "resumed": self.state.calls > 0 or self.state.rounds > 0})  # fmt: skip
         from harness.runners import RunnerError
 
         stop: tuple[str, str] | None = None
         try:
-            while (stop := self._stop_check()) is None:
-                self._round()
+            first = self.steering.begin(self)
+            pending = self._stop_check()
+            if pending and pending[0] == "max-iters" and first.notes:
+                # a note continues a run: one more round for the model to act on it
+                self.config.max_iters = self.state.rounds + 1
+                self.record.update_config({"config": self.config.to_json()})
+                pending = self._stop_check()
+            stop = apply_decision(self, first, pending)
+            while stop is None:
+                checked = self._round()
+                pending = self._stop_check()
+                stop = apply_decision(self, self.steering.between(self, checked, pending), pending)
         except APIFailure as exc:
             stop = ("api-error", str(exc))
         except RunnerError as exc:
@@ -318,7 +256,7 @@ class Agent:
     def _stop_check(self) -> tuple[str, str] | None:
         cfg, state = self.config, self.state
         best = best_of(self.record.versions())
-        if best is not None:
+        if best is not None and best["version"] != state.target_waived:
             n, roofline = best["version"], best.get("roofline")
             if isinstance(roofline, (int, float)) and roofline >= cfg.target:
                 return (
@@ -352,9 +290,11 @@ class Agent:
         return None
 
     def _wall(self) -> float:
-        return self._wall_base + time.monotonic() - self._session_start
+        return self._wall_base + time.monotonic() - self._session_start - self._waited
 
-    def _round(self) -> None:
+    def _round(self) -> list[dict[str, Any]]:
+        """One round; the metas of the versions it checked (none when the model
+        submitted nothing)."""
         k = max(1, self.config.samples)
         round_no = self.state.rounds + 1
         if k == 1:
@@ -368,14 +308,16 @@ class Agent:
             if errors:
                 raise APIFailure(errors[0])
             if any(b.ended == "budget" for b in branches):
-                return  # the stop check names the budget
+                return []  # the stop check names the budget
             self._nudge(branches[0])
-            return
+            return []
         self.state.idle_rounds = 0
         self.state.rounds = round_no
         pending = [c for b in submitted for c in b.candidates]
         self._check(pending, round_no)
+        self._proof_lines = prove_best(self, pending)
         self._advance(submitted, pending, round_no)
+        return [c.meta for c in pending]
 
     # -- one branch ------------------------------------------------------------------
 
@@ -383,7 +325,7 @@ class Agent:
         messages = copy.deepcopy(self.state.messages)
         k = self.config.samples
         if k > 1:
-            _append_text(messages[-1], f"(Sample {sample + 1} of {k} this round: an independent "
+            append_text(messages[-1], f"(Sample {sample + 1} of {k} this round: an independent "
                          "attempt; the best correct sample continues.)")  # fmt: skip
         branch = Branch(sample, messages)
         lookups = 0
@@ -393,6 +335,8 @@ class Agent:
                 if self._over_budget():
                     branch.ended = "budget"
                     return branch
+                self.emit({"type": "action", "action": "model", "round": round_no,
+                            "sample": sample})  # fmt: skip
                 reply = self.client.create(
                     system=self.system, messages=request_messages(messages), tools=self.tools
                 )
@@ -408,7 +352,7 @@ class Agent:
                         try:
                             args = self.check_tool.validate(use.get("input"))
                         except ToolError as exc:
-                            results.append(_tool_result(use["id"], str(exc), True))
+                            results.append(tool_result(use["id"], str(exc), True))
                             continue
                         branch.candidates.append(
                             Pending(use["id"], args["source"], args.get("notes", ""),
@@ -438,27 +382,30 @@ class Agent:
         event = {"type": "request", "round": round_no, "sample": sample, "call": self.client.calls,
                  "model": reply.model, "message_id": reply.message_id, "stop_reason": reply.stop_reason,
                  "usage": reply.usage.to_json(), "cost": reply.cost, "attempts": reply.attempts,
-                 "elapsed_s": round(reply.elapsed_s, 3)}  # fmt: skip
+                 "elapsed_s": round(reply.elapsed_s, 3), "total_cost": self.client.cost,
+                 "total_tokens": self.client.usage.total}  # fmt: skip
         self.record.log(event)
         self.record.log(
             {"type": "assistant", "round": round_no, "sample": sample, "content": reply.content}
         )
-        self._emit(event)
+        self.emit(event)
 
     def _run_tool(self, use: dict[str, Any], sample: int, round_no: int) -> dict[str, Any]:
+        self.emit({"type": "action", "action": "lookup", "name": use.get("name"),
+                    "input": use.get("input"), "sample": sample})  # fmt: skip
         with self._tool_lock:  # one Workspace: not shared between threads
             result = run_tool_use(self.toolset, use)
         self.record.log({"type": "tool", "round": round_no, "sample": sample, "name": use.get("name"),
                          "input": use.get("input"), "is_error": result["is_error"],
                          "result": result["content"]})  # fmt: skip
-        self._emit({"type": "tool", "sample": sample, "name": use.get("name"),
+        self.emit({"type": "tool", "sample": sample, "name": use.get("name"),
                     "input": use.get("input"), "is_error": result["is_error"]})  # fmt: skip
         return result
 
     def _on_retry(self, attempt: int, wait_s: float, error: str) -> None:
         event = {"type": "retry", "attempt": attempt, "wait_s": round(wait_s, 3), "error": error}
         self.record.log(event)
-        self._emit(event)
+        self.emit(event)
 
     # -- checking and the next round -------------------------------------------------
 
@@ -472,6 +419,7 @@ class Agent:
             )  # fmt: skip
             self.state.tool_versions[cand.tool_use_id] = cand.version
             paths.append(path)
+        self.emit({"type": "action", "action": "check", "versions": [c.version for c in pending]})
         results = self.evaluator(
             self.config.problem,
             paths,
@@ -489,7 +437,7 @@ class Agent:
                 {**result.outcome.to_json(), "check_wall_s": round(result.wall_s, 3)},
             )  # fmt: skip
             self.record.log({"type": "version", **cand.meta})
-            self._emit({"type": "version", **cand.meta, "headline": result.outcome.headline()})
+            self.emit({"type": "version", **cand.meta, "headline": result.outcome.headline()})
 
     def _advance(self, submitted: list[Branch], pending: list[Pending], round_no: int) -> None:
         from .runs import rank_key
@@ -507,14 +455,14 @@ class Agent:
         state.no_improvement = 0 if improved else state.no_improvement + 1
 
         winner = min(submitted, key=lambda b: min(rank_key(c.meta) for c in b.candidates))
-        done = {r["tool_use_id"]: r for r in winner.results}
-        for cand in winner.candidates:
-            done[cand.tool_use_id] = _tool_result(cand.tool_use_id, cand.text, False)
-        last = winner.messages[-1]["content"]
-        content = [done[b["id"]] for b in last if b.get("type") == "tool_use" and b["id"] in done]
         note = self._note(winner, pending, best)
-        content.append({"type": "text", "text": note})
-        state.messages = [*winner.messages, {"role": "user", "content": content}]
+        for branch in submitted:  # what /back N continues from, for every version
+            messages = continuation(branch, note)
+            for cand in branch.candidates:
+                self.record.save_conversation(cand.version, messages)
+            if branch is winner:
+                state.messages = messages
+        content = state.messages[-1]["content"]
         self.record.log(
             {"type": "user", "round": round_no, "sample": winner.sample, "content": content}
         )
@@ -541,8 +489,16 @@ class Agent:
         others = [c for c in pending if c not in winner.candidates]
         for cand in others:
             assert cand.result is not None
-            lines.append(f"Other sample: version {cand.version}: {cand.result.outcome.headline()}")
+            headline = cand.result.outcome.headline()
+            if cand.meta.get("overfit"):
+                headline = "FAILED on an unseen shape (it passes the public shapes only)"
+            lines.append(f"Other sample: version {cand.version}: {headline}")
         latest = min(winner.candidates, key=lambda c: rank_key(c.meta))
+        lines.extend(self._proof_lines)
+        pinned = state.pinned
+        if pinned is not None and all(c.version != pinned for c in winner.candidates):
+            lines.append(f"Base: version {pinned}, pinned by the engineer; build on it:")
+            lines.append("```python\n" + self.record.source(pinned).rstrip() + "\n```")
         if best is not None:
             measured = _measured(best)
             lines.append(
@@ -550,7 +506,7 @@ class Agent:
                 + (f" ({measured})" if measured else "")
                 + "."
             )
-            if all(c.version != best["version"] for c in winner.candidates):
+            if pinned is None and all(c.version != best["version"] for c in winner.candidates):
                 lines.append(f"Your latest version is not the best; version {best['version']} was:")
                 lines.append("```python\n" + self.record.source(best["version"]).rstrip() + "\n```")
             roofline = best.get("roofline")
@@ -563,7 +519,9 @@ class Agent:
             elif best.get("time_us") is not None:
                 lines.append("Next: make it faster; look up techniques in the index.")
         failed = latest.result.outcome if latest.result else None
-        if failed is not None and not failed.ok:
+        if latest.meta.get("overfit"):
+            lines.append(f"Next for version {latest.version}: {NEXT_STEP[UNSEEN_RUNG]}")
+        elif failed is not None and not failed.ok:
             step = NEXT_STEP.get(failed.failed_rung or "", f"fix the '{failed.failed_rung}' rung.")
             if failed.error:
                 step = f"the check could not run ({failed.error}); fix the submission."
@@ -589,12 +547,12 @@ class Agent:
             text = ("No version was submitted. Submit a complete candidate with check_kernel; "
                     "the run continues until the target or the budget is reached.")  # fmt: skip
         if messages[-1]["role"] == "user":
-            _append_text(messages[-1], text)
+            append_text(messages[-1], text)
         else:
             messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         state.messages = messages
         self.record.log({"type": "nudge", "reason": branch.ended, "text": text})
-        self._emit({"type": "nudge", "reason": branch.ended})
+        self.emit({"type": "nudge", "reason": branch.ended})
         self._save()
 
     def _batch_runner(self) -> Any:
@@ -626,13 +584,32 @@ class Agent:
             event = {"type": "trim", "blocks": report.blocks, "tokens_before": report.tokens_before,
                      "tokens_after": report.tokens_after}  # fmt: skip
             self.record.log(event)
-            self._emit(event)
+            self.emit(event)
 
     def _source_note(self, tool_use_id: str) -> str:
         n = self.state.tool_versions.get(tool_use_id)
         return f"version {n} (versions/{n}/candidate.py)" if n else "an earlier version"
 
     # -- records ---------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        """Add text to the user turn the model reads next."""
+        messages = self.state.messages
+        if messages and messages[-1]["role"] == "user":
+            append_text(messages[-1], text)
+        else:
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+
+    def elapsed_s(self) -> float:
+        """The run's wall time so far (all sessions), waiting for the engineer excluded."""
+        return self._wall()
+
+    def add_wait(self, seconds: float) -> None:
+        """Time spent waiting for the engineer: not counted as the run's wall time."""
+        self._waited += seconds
+
+    def save(self) -> None:
+        self._save()
 
     def _save(self) -> None:
         state = self.state
@@ -644,6 +621,7 @@ class Agent:
         )
         doc = asdict(state)
         doc["wall_s"] = round(self._wall(), 3)
+        doc["waited_s"] = round(state.waited_s + self._waited, 3)
         self.record.save_state(doc)
         self.record.write_summary(self.summary())
 
@@ -657,9 +635,9 @@ class Agent:
         self.record.write_best()
         self._save()
         self.record.log({"type": "stop", "reason": reason, "detail": detail})
-        self._emit({"type": "stop", "reason": reason, "detail": detail})
+        self.emit({"type": "stop", "reason": reason, "detail": detail})
         summary = self.summary()
-        self._emit(summary)
+        self.emit(summary)
         return RunResult(self.record, summary)
 
     def summary(self) -> dict[str, Any]:
@@ -672,6 +650,9 @@ class Agent:
                 k: best.get(k)
                 for k in ("version", "time_us", "roofline", "speedup", "bound", "notes")
             }
+            proof = best.get("proof") or {}
+            best_doc["proof"] = proof.get("status")
+            best_doc["unseen_shapes"] = len(proof.get("shapes") or [])
         return {
             "type": "summary",
             "id": self.record.id,
@@ -687,6 +668,7 @@ class Agent:
             "rounds": state.rounds,
             "versions": len(versions),
             "correct_versions": sum(1 for v in versions if v.get("ok")),
+            "overfit": [v["version"] for v in versions if v.get("overfit")],
             "best": best_doc,
             "best_path": str(self.record.path / "best.py") if best is not None else None,
             "usage": client.usage.to_json(),
@@ -695,28 +677,14 @@ class Agent:
             "calls": client.calls,
             "retries": client.retries,
             "wall_s": round(self._wall(), 3),
+            "notes": state.notes,
+            "pinned": state.pinned,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
-    def _emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(event)
-
-
-def _tool_result(tool_use_id: str, text: str, is_error: bool) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "tool_use_id": tool_use_id,
-        "content": text,
-        "is_error": is_error,
-    }
-
-
-def _append_text(message: dict[str, Any], text: str) -> None:
-    content = message.get("content")
-    if isinstance(content, str):
-        message["content"] = [{"type": "text", "text": content}]
-    message["content"].append({"type": "text", "text": text})
 
 
 def _measured(meta: Mapping[str, Any]) -> str:
@@ -738,9 +706,11 @@ def run_agent(
     toolset: ToolSet | None = None,
     on_event: EventSink | None = None,
     evaluator: Evaluator = evaluate,
+    steering: Steering | None = None,
 ) -> RunResult:
     """Start a run and drive it to its stop (the library entry point)."""
-    agent = Agent.start(config, client, toolset=toolset, on_event=on_event, evaluator=evaluator)
+    agent = Agent.start(config, client, toolset=toolset, on_event=on_event, evaluator=evaluator,
+                        steering=steering)  # fmt: skip
     return agent.run()
 
 

@@ -2,7 +2,8 @@
 
 Correct versions are points (the best-so-far line through them), failed versions are
 crosses at the bottom of the time panel, the target is a dashed line on the roofline
-panel. On a device without timing (a CPU) the plot shows how far up the harness's
+panel, versions that overfit the public shapes are marked apart from the other failures,
+and a dotted line after a version marks where the engineer's guidance arrived. On a device without timing (a CPU) the plot shows how far up the harness's
 ladder each version got instead. matplotlib is imported here only, with the Agg backend.
 """
 
@@ -34,8 +35,10 @@ def plot_run(
     *,
     title: str = "",
     target: float | None = None,
+    notes: Sequence[int] = (),
 ) -> Path:
-    """Write the PNG for these version metas; returns its path."""
+    """Write the PNG for these version metas; returns its path. ``notes``: the version
+    after which each note of the engineer arrived (0: before the first)."""
     plt = _pyplot()
     timed = [v for v in versions if v.get("ok") and isinstance(v.get("time_us"), (int, float))]
     roof = [v for v in versions if v.get("ok") and isinstance(v.get("roofline"), (int, float))]
@@ -54,6 +57,7 @@ def plot_run(
         ax.set_ylabel("rungs passed")
         ax.set_xlabel("version")
         ax.set_title("no timing on this device: ladder progress per version", fontsize=9)
+    _note_marks(fig.axes, notes)
     if xs:
         fig.axes[-1].set_xticks(xs)
     fig.suptitle(title or "agent run")
@@ -62,6 +66,18 @@ def plot_run(
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _note_marks(axes: Sequence[Any], notes: Sequence[int]) -> None:
+    """A dotted line between version n and n+1 where guidance arrived after version n."""
+    for i, after in enumerate(sorted(set(notes))):
+        for ax in axes:
+            ax.axvline(after + 0.5, linestyle=":", color="tab:orange",
+                       label="engineer's note" if i == 0 and ax is axes[0] else None)  # fmt: skip
+        axes[0].annotate("note", (after + 0.5, 1.0), xycoords=("data", "axes fraction"),
+                         fontsize=7, color="tab:orange", ha="center", va="bottom")  # fmt: skip
+    if notes:
+        axes[0].legend(fontsize=8)
 
 
 def _time_panel(
@@ -78,10 +94,14 @@ def _time_panel(
         ax.step(xs, best, where="post", color="tab:blue", alpha=0.5, label="best so far")
         if max(ys) > 20 * min(ys) > 0:  # a log axis only when times span decades
             ax.set_yscale("log")
-    failed = [v["version"] for v in versions if not v.get("ok")]
+    failed = [v["version"] for v in versions if not v.get("ok") and not v.get("overfit")]
+    overfit = [v["version"] for v in versions if v.get("overfit")]
+    low = min((v["time_us"] for v in timed), default=1.0)
     if failed:
-        low = min((v["time_us"] for v in timed), default=1.0)
         ax.plot(failed, [low] * len(failed), "x", color="tab:red", label="failed")
+    if overfit:
+        ax.plot(overfit, [low] * len(overfit), "D", color="tab:red", mfc="none",
+                label="overfit (failed unseen shapes)")  # fmt: skip
     ax.set_ylabel("time (us)")
     ax.legend(fontsize=8)
 

@@ -3,7 +3,8 @@
 Sections: the task and its contract (``custom_kernel(inputs) -> output``), the problem
 (reference source, shapes, dtypes, tolerance, FLOPs and bytes per benchmark shape,
 forbidden ops), the device and its measured ceilings when known, a short primer for the
-backend that points at the index rather than carrying the API (the index is the library),
+backend that points at the index rather than carrying the API (the index is the library;
+the primer is the backend's own, ``harness/backends/<module>_primer.md``),
 the rules (every version must pass correctness; no library passthrough; what counts as
 done) and the way to work (look up, submit, read the ladder, fix, then optimise).
 
@@ -19,34 +20,16 @@ from typing import Any
 
 SOURCE_LIMIT = 12_000  # characters of the reference file shown
 
-PRIMERS: dict[str, str] = {
-    "triton": """\
-Triton (`import triton`, `import triton.language as tl`): write a `@triton.jit` kernel
-that one program instance runs per block, launch it as `kernel[grid](args..., BLOCK=...)`
-from `custom_kernel`. Offsets `pid * BLOCK + tl.arange(0, BLOCK)` (BLOCK a power of two,
-`tl.constexpr`), masked `tl.load`/`tl.store` for the tails, reductions with `tl.sum`/
-`tl.max` along an axis, matmuls with `tl.dot` on tiles accumulated in fp32. Tune BLOCK
-sizes, `num_warps`, `num_stages` (or `@triton.autotune`). Allocate outputs with
-`torch.empty` in `custom_kernel`. Look the details up rather than guessing:
-docs {"topic": "tl.dot"}; search {"query": "persistent matmul tutorial", "corpus":
-"triton"}; grep {"pattern": "def softmax", "corpus": "triton"}.""",
-    "cutedsl": """\
-CuTeDSL (`import cutlass`, `import cutlass.cute as cute`, `from cutlass.cute.runtime
-import from_dlpack`): a `@cute.kernel` launched from a `@cute.jit` host function, compiled
-once with `cute.compile` and cached; tensors enter through `from_dlpack`. Layouts, tiled
-copies (`make_tiled_copy`), TMA and MMA atoms are where the speed is. The API is large:
-search the cutlass corpus for the Python examples (`examples/python/CuTeDSL/...`) and read
-the closest one before writing (search {"query": "elementwise add CuTeDSL", "corpus":
-"cutlass"}).""",
-    "cuda_inline": """\
-CUDA C++ through `torch.utils.cpp_extension.load_inline`: CUDA source strings with a
-`__global__` kernel and a host function taking and returning `torch::Tensor`, built once at
-import and called from `custom_kernel`. Use the PTX corpus for instruction semantics
-(docs {"topic": "cp.async.bulk.tensor"}) and the cutlass corpus for CuTe C++ idioms.""",
-    "torch": """\
-PyTorch only: compose tensor operations (no forbidden ops) in `custom_kernel`. This backend
-is a baseline; the point of the loop is a real kernel in another backend.""",
-}
+
+def backend_primer(backend: str) -> str:
+    """The backend's primer: the text of its ``harness/backends/<module>_primer.md``
+    (the plain PyTorch one for a name the registry does not know)."""
+    from harness.backends import DEFAULT_BACKEND, get_backend
+
+    try:
+        return get_backend(backend).primer()
+    except KeyError:
+        return get_backend(DEFAULT_BACKEND).primer()
 
 
 @dataclass
@@ -180,7 +163,12 @@ def device_info(device: str | None, backend: str) -> DeviceInfo:
             resolved = resolved or "cpu"
     assert resolved is not None
     if resolved == "cpu":
-        label = "cpu (Triton interpreter)" if backend == "triton" else "cpu"
+        from harness.backends import get_backend
+
+        try:
+            label = get_backend(backend).device_label("cpu")
+        except KeyError:
+            label = "cpu"
     else:
         label = f"cuda ({name})" if name else "cuda"
     return DeviceInfo(resolved, label, harness_ceilings(resolved, name))
@@ -339,7 +327,7 @@ def system_prompt(
     samples: int = 1,
 ) -> str:
     """The system prompt of the built-in loop."""
-    primer = PRIMERS.get(backend, PRIMERS["torch"])
+    primer = backend_primer(backend)
     iterations = (
         f"you have at most {max_iters} rounds"
         + (f" of {samples} independent samples each" if samples > 1 else "")
@@ -359,18 +347,39 @@ def system_prompt(
         workflow_section(
             'Submit with check_kernel {"source": <the whole module>, "notes": <one line>}.',
             iterations,
-        ),
+        )
+        + "\n"
+        + ENGINEER_RULE,
     ]
     return "\n\n".join(parts)
+
+
+# A kernel engineer may steer a run (ctxkernel/agent/steer.py): their notes reach the
+# model marked with this line, and the system prompt says what the mark means.
+ENGINEER_MARK = "[Engineer's note]"
+ENGINEER_RULE = (
+    f"5. A user turn may carry text starting with {ENGINEER_MARK}: those are the words of "
+    "the kernel engineer steering this run, who knows this GPU. Follow their guidance "
+    "ahead of your own plan (the rules above still hold) and say in your next notes "
+    "what you changed because of it."
+)
+
+
+def engineer_note(text: str) -> str:
+    """The engineer's words as the model reads them."""
+    return f"{ENGINEER_MARK} {text.strip()}"
 
 
 def tracing_section(backend: str, info: DeviceInfo) -> str:
     """How to mark kernel sections for the trace rung; only where it can run (a GPU)."""
     if not info.has_timing:
         return ""
-    from harness.tracing.primer import TRACE_PRIMER, trace_primer
+    from harness.tracing.primer import trace_primer, traceable
 
-    if backend not in TRACE_PRIMER:
+    try:
+        if not traceable(backend):
+            return ""
+    except KeyError:
         return ""
     return (
         "\n\n### Where the time goes\n"
@@ -390,7 +399,7 @@ def instructions_markdown(
     brief: ProblemBrief, backend: str, info: DeviceInfo, target: float, problem_arg: str
 ) -> str:
     """The instructions file (CLAUDE.md / AGENTS.md) for an external agent over MCP."""
-    primer = PRIMERS.get(backend, PRIMERS["torch"])
+    primer = backend_primer(backend)
     check_how = (
         "Write the candidate to `solution.py`, then call the `check_kernel` tool of the "
         f'`ctxkernel` MCP server with {{"source": <the file\'s whole text>, "notes": '

@@ -8,9 +8,13 @@ One directory per run, ``runs/agent/<run-id>/`` beside the harness's own check r
                         retries, versions, trims, stops (one JSON object a line, a "type")
     state.json          the conversation and counters after the last finished round:
                         what ``--resume`` continues from
-    versions/<n>/       candidate.py, verdict.json, feedback.txt, meta.json
+    versions/<n>/       candidate.py, verdict.json, feedback.txt, meta.json;
+                        conversation.json (the conversation right after the model read
+                        this version's verdict: what ``/back N`` continues from);
+                        recheck/ (the fresh re-check on unseen shapes, when it was run)
     best.py             the best correct version, written out as the result
     summary.json        status, stop reason, best version, tokens, cost, wall time
+    steer.md            the engineer's notes for the running model, one per paragraph
 
 Files are written whole through a temporary file and a rename, so a run killed at any
 moment leaves readable records. The run id is ``<YYYYmmdd-HHMMSS>-<problem>-<4 hex>``.
@@ -27,6 +31,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +79,38 @@ def rank_key(meta: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def best_of(metas: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The best correct version, or None."""
-    correct = [m for m in metas if m.get("ok")]
+    """The best correct version, or None. A version that lost to an earlier best when
+    the two were re-timed side by side (``beaten_by``) is correct but never the best."""
+    correct = [m for m in metas if m.get("ok") and not m.get("beaten_by")]
     return min(correct, key=rank_key) if correct else None
+
+
+@dataclass(frozen=True)
+class Performance:
+    """How fast a checked version was, as far as the harness measured it."""
+
+    time_us: float | None = None
+    roofline: float | None = None  # fraction of the roofline, 0..1
+    speedup: float | None = None
+    bound: str | None = None
+
+
+def performance_of(meta: Mapping[str, Any]) -> Performance:
+    """A version's performance from its meta (or ``Outcome.to_json()``): the one place
+    the agent's display and re-checks read it, so a change in how verdicts expose
+    performance is made here."""
+
+    def number(key: str) -> float | None:
+        value = meta.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        return float(value) if math.isfinite(value) else None
+
+    bound = meta.get("bound")
+    return Performance(
+        number("time_us"), number("roofline"), number("speedup"),
+        bound if isinstance(bound, str) else None,
+    )  # fmt: skip
 
 
 class RunRecord:
@@ -184,6 +218,26 @@ class RunRecord:
         doc = {**(read_json(folder / "meta.json") or {}), **meta, "version": n}
         write_json(folder / "meta.json", doc)
         return doc
+
+    def update_meta(self, n: int, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` into version n's meta; the new meta."""
+        path = self.version_dir(n) / "meta.json"
+        with self._lock:
+            doc = {**(read_json(path) or {}), **changes, "version": n}
+            write_json(path, doc)
+        return doc
+
+    def save_conversation(self, n: int, messages: list[dict[str, Any]]) -> None:
+        write_json(self.version_dir(n) / "conversation.json", messages)
+
+    def conversation(self, n: int) -> list[dict[str, Any]] | None:
+        """The conversation right after the model read version n's verdict, if kept."""
+        doc = read_json(self.version_dir(n) / "conversation.json")
+        return doc if isinstance(doc, list) and doc else None
+
+    def notes(self) -> list[dict[str, Any]]:
+        """The engineer's notes, in the order they arrived (``note`` events)."""
+        return [e for e in self.transcript() if e.get("type") == "note"]
 
     def _version_numbers(self) -> list[int]:
         folder = self.path / "versions"

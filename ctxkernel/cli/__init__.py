@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import UserError
+from ..errors import UserError, check_text, shown
 
 # command name -> "module:attribute" (module relative to this package)
 COMMANDS: dict[str, str] = {
@@ -84,16 +84,23 @@ def cli() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: maps errors to exit codes, never a traceback for user errors."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        rv = cli.main(
-            args=list(argv) if argv is not None else None,
-            prog_name="ctxkernel",
-            standalone_mode=False,
-        )
+        for arg in args:
+            # undecodable bytes in argv arrive as lone surrogates: refuse them here, once,
+            # rather than deep inside a tokenizer, SQLite or a JSON writer
+            check_text(arg, "argument")
+            if "\0" in arg:  # no real argv holds one; a caller in-process could
+                raise UserError(f"argument {shown(arg)} holds a NUL character")
+        rv = cli.main(args=args, prog_name="ctxkernel", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "ctxkernel"
+        _error_line(f"{exc.format_message().rstrip('.')} (see `{where} --help`)")
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        _error_line(exc.format_message())
         sys.exit(2)
     except click.Abort:
         sys.exit(130)
@@ -103,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except BrokenPipeError:
         _quiet_broken_pipe()
         sys.exit(0)
+    except OSError as exc:
+        # the file system refused a path the user gave (too long, not permitted, full)
+        where = f": {shown(exc.filename)}" if exc.filename else ""
+        _error_line(f"{exc.strerror or exc}{where}")
+        sys.exit(2)
     except KeyboardInterrupt:
         _error_line("interrupted")
         sys.exit(130)
@@ -110,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _error_line(message: str) -> None:
+    # the first line, whatever the message holds (a lone surrogate must not end the process)
     first = message.strip().splitlines()[0] if message.strip() else "unknown error"
+    first = first.encode("utf-8", "backslashreplace").decode("utf-8")
     print(f"ctxkernel: error: {first}", file=sys.stderr)
 
 

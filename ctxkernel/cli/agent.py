@@ -1,10 +1,14 @@
 """``ctxkernel agent PROBLEM``: run the agent loop (Claude + the index + the harness).
 
 Prints one line per version and the stop on stdout (JSON Lines with ``--json``: types
-``run``, ``version``, ``stop``, ``summary``); requests and tool calls go to stderr with
-``--verbose`` or on a terminal, retries always. Exit 0 when a correct version exists, 1
-when none does, 2 on an error (a missing key, a bad problem, the API failing for good:
-the run is kept and ``--resume RUN`` continues it).
+``run``, ``version``, ``proof``, ``note``, ``stop``, ``summary``); requests and tool calls
+go to stderr with ``--verbose``, retries always. On a terminal (without ``--json``) the
+live view draws the versions table, what the run is doing and its cost instead
+(``agent/console.py``); ``--interactive`` adds the engineer's console. ``--note`` (with
+``--resume``) and ``runs/agent/RUN/steer.md`` steer a run without a terminal. Exit 0 when
+a correct version exists, 1 when none does, 2 on an error (a missing key, a bad problem,
+``--interactive`` without a terminal, the API failing for good: the run is kept and
+``--resume RUN`` continues it).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Any
 
 import click
 
+from harness.backends import backend_names
+
 from ..errors import UserError
 from ..render import json_line
 from .common import index_options, json_option
 
-BACKENDS = ["triton", "cutedsl", "cuda_inline", "torch"]
+BACKENDS = backend_names()  # the harness's backend registry
 # option name -> AgentConfig field; what --resume lets a command line change
 RESUMABLE = {
     "model": "model",
@@ -107,6 +113,12 @@ def parse_duration(text: str | None) -> float | None:
               help="Attempts per API call on 429/529/5xx answers.")  # fmt: skip
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Also copy the best correct version here.")  # fmt: skip
+@click.option("-i", "--interactive", is_flag=True,
+              help="Steer the run from this terminal: after each checked version, Enter "
+              "goes on, text is guidance for the model, /help lists the commands.")  # fmt: skip
+@click.option("--note", "notes", multiple=True, metavar="TEXT",
+              help="Guidance for the model, sent as the engineer's words in its first turn "
+              "(with --resume: continues the run). Repeatable.")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Requests and tool calls on stderr.")
 @index_options
 @json_option
@@ -122,21 +134,26 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
       ctxkernel agent examples/softmax --model claude-sonnet-5-5 --max-iters 20 --target 0.8
       ctxkernel agent examples/matmul_bf16 --samples 4 --max-cost 5 --thinking-budget 8000
       ctxkernel agent --resume last --max-iters 30
+      ctxkernel agent examples/softmax --interactive
+      ctxkernel agent --resume last --note "memory-bound: one pass, wider loads"
     """
     from ..agent import Agent, AgentConfig, APIFailure
+    from ..agent.steer import Steering
 
     as_json = opts["as_json"]
-    printer = Printer(
-        as_json=as_json, verbose=opts["verbose"] or (sys.stderr.isatty() and not as_json)
-    )
+    printer = Printer(as_json=as_json, verbose=opts["verbose"])
+    view = _view(opts)
+    sink = printer if view is None else _Deferred(view, printer)
+    steering = Steering(opts["notes"], reviewer=view if opts["interactive"] else None)
     try:
         if opts["resume"]:
             if problem is not None:
                 raise UserError("give either PROBLEM or --resume RUN, not both")
             overrides = _overrides(ctx, opts)
             agent = Agent.resume(
-                opts["resume"], overrides, lambda c: _client(c, opts), on_event=printer
-            )
+                opts["resume"], overrides, lambda c: _client(c, opts), on_event=sink,
+                steering=steering,
+            )  # fmt: skip
         else:
             if problem is None:
                 raise UserError("missing PROBLEM (a problem.py or its directory), or --resume RUN")
@@ -150,10 +167,25 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
             )
             client = _client(config, opts)
             client.check_credentials()
-            agent = Agent.start(config, client, on_event=printer)
+            agent = Agent.start(config, client, on_event=sink, steering=steering)
     except (APIFailure, ValueError) as exc:
+        if view is not None:
+            view.close()
         raise UserError(str(exc)) from None
-    result = agent.run()
+    except BaseException:
+        if view is not None:
+            view.close()
+        raise
+    if view is None:
+        result = agent.run()
+    else:
+        view.start()
+        try:
+            result = agent.run()
+        finally:
+            view.close()
+            assert isinstance(sink, _Deferred)
+            sink.flush()
     summary = result.summary
     if opts["out"] is not None and result.best is not None:
         shutil.copyfile(result.record.path / "best.py", opts["out"])
@@ -164,6 +196,49 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
             f"`ctxkernel agent --resume {result.record.id}`)"
         )
     return 0 if result.best is not None else 1
+
+
+def _view(opts: dict[str, Any]) -> Any:
+    """The live view on a terminal (the console with --interactive), else None."""
+    interactive = opts["interactive"]
+    if interactive and opts["as_json"]:
+        raise UserError("--interactive draws on the terminal; it does not go with --json")
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive and not tty:
+        raise UserError(
+            "--interactive needs a terminal (stdin and stdout); without one, steer the run "
+            "with --resume RUN --note TEXT or by appending to runs/agent/RUN/steer.md"
+        )
+    if interactive:
+        from ..agent.console import Console
+
+        return Console(verbose=opts["verbose"])
+    if sys.stdout.isatty() and not opts["as_json"]:
+        from ..agent.console import LiveView
+
+        return LiveView(verbose=opts["verbose"])
+    return None
+
+
+class _Deferred:
+    """Events to the live view while it runs; the stop and summary lines are printed
+    after it has closed, so they stay below the last table."""
+
+    def __init__(self, view: Any, printer: Printer) -> None:
+        self.view = view
+        self.printer = printer
+        self.later: list[dict[str, Any]] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("type") in ("stop", "summary"):
+            self.later.append(event)
+        if event.get("type") != "summary":
+            self.view(event)
+
+    def flush(self) -> None:
+        for event in self.later:
+            self.printer(event)
+        self.later = []
 
 
 def _value(option: str, value: Any) -> Any:
@@ -218,7 +293,7 @@ class Printer:
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if self.as_json:
-            if kind in ("run", "version", "stop", "summary"):
+            if kind in ("run", "version", "proof", "note", "stop", "summary"):
                 json_line(event)
                 sys.stdout.flush()
             elif kind == "retry":
@@ -269,6 +344,12 @@ class Printer:
         notes = f"  -- {e['notes']}" if e.get("notes") else ""
         self.out(f"v{e['version']:<3} round {e.get('round', '?'):<3} {e['headline']}{notes}")
 
+    def _proof(self, e: dict[str, Any]) -> None:
+        self.out("     " + str(e.get("line", "")))
+
+    def _note(self, e: dict[str, Any]) -> None:
+        self.out(f"     note ({e.get('source')}) -> model: {e.get('text')}")
+
     def _stop(self, e: dict[str, Any]) -> None:
         self.out(f"stop: {e['reason']}" + (f" -- {e['detail']}" if e.get("detail") else ""))
 
@@ -278,6 +359,9 @@ class Printer:
             self.out(f"best: v{best['version']} -> {e['best_path']}")
         else:
             self.out("best: none correct")
+        if e.get("overfit"):
+            listed = ", ".join(f"v{n}" for n in e["overfit"])
+            self.out(f"overfit: {listed} (pass the public shapes, fail shapes they never saw)")
         u = e["usage"]
         cost = f"${e['cost_usd']:.4f}" if e.get("cost_usd") is not None else "cost unknown"
         if e.get("price_source") == "family estimate":

@@ -1,6 +1,7 @@
 """``ctxkernel check PROBLEM CANDIDATE``: the harness's check, under the ctxkernel CLI.
 
-A thin wrapper: the options and the work live in ``harness.cli``; harness usage errors
+A thin wrapper: the options (declared once, in ``harness.cli.CheckCommand`` and
+``harness.options.RunOptions``) and the work live in ``harness.cli``; harness usage errors
 become ``UserError`` (one line, exit 2).
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import click
 
-from harness.cli import check_options, execute_check
+from harness.cli import check_from_cli, check_options
 from harness.errors import UsageError
 
 from ..errors import UserError
@@ -29,6 +30,6 @@ def check_cmd(**kwargs: Any) -> int:
     on a usage error.
     """
     try:
-        return execute_check(**kwargs)
+        return check_from_cli(kwargs)
     except UsageError as exc:
         raise UserError(str(exc)) from None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from ..render import json_line
+from ..docs import DocsResult
+from ..render import console, is_terminal, json_line
 from .common import index_options, json_option, workspace
 
 _PROSE = {"markdown", "rst", "html", "text", "notebook"}
@@ -53,36 +56,36 @@ def docs_cmd(
     if as_json:
         json_line(result.to_json())
         return 0 if result.best else 1
-    from rich.console import Console
+    if not is_terminal():
+        return _print_plain(result, topic)
     from rich.markdown import Markdown
     from rich.rule import Rule
     from rich.syntax import Syntax
     from rich.text import Text
 
-    console = Console(highlight=False)
+    con = console()
+    if result.hint:
+        con.print(Text(f"note: {result.hint}", style="yellow"))
     if result.best is None:
-        console.print(f"nothing documents {topic!r}", style="bold red")
+        con.print(Text(_nothing(result, topic), style="bold red"))
         if result.suggestions:
-            console.print("did you mean: " + ", ".join(result.suggestions))
+            con.print("did you mean: " + ", ".join(result.suggestions))
         return 1
     c = result.best.chunk
     if result.how == "search":
-        note = f"no definition of {topic!r}; closest match"
-        if result.suggestions:
-            note += "; did you mean: " + ", ".join(result.suggestions)
-        console.print(note, style="yellow")
-    console.print(Rule(Text(c.title or c.symbol or c.path, style="bold")))
-    console.print(Text(c.id, style="cyan"))
+        con.print(Text(_closest_note(result, topic), style="yellow"))
+    con.print(Rule(Text(c.title or c.symbol or c.path, style="bold")))
+    con.print(Text(c.id, style="cyan"))
     if c.url:
-        console.print(Text(c.url, style="underline"))
-    console.print()
-    if plain or not console.is_terminal:
-        console.print(c.text, markup=False, highlight=False)
+        con.print(Text(c.url, style="underline"))
+    con.print()
+    if plain:
+        con.print(c.text, markup=False, highlight=False)
     elif c.language in _PROSE:
-        console.print(Markdown(c.text))
+        con.print(Markdown(c.text))
     else:
         lexer = {"cuda": "cuda", "cpp": "cpp"}.get(c.language, "python")
-        console.print(
+        con.print(
             Syntax(
                 c.text,
                 lexer,
@@ -93,9 +96,44 @@ def docs_cmd(
             )
         )
     if result.alternatives:
-        console.print()
-        console.print(Text("also:", style="bold"))
+        con.print()
+        con.print(Text("also:", style="bold"))
         for h in result.alternatives:
             label = h.chunk.title or h.chunk.symbol
-            console.print(Text(f"  {h.id}  {label[:80]}", style="dim"))
+            con.print(Text(f"  {h.id}  {label[:80]}", style="dim"))
+    return 0
+
+
+def _nothing(result: DocsResult, topic: str) -> str:
+    return f"nothing documents {topic!r}"
+
+
+def _closest_note(result: DocsResult, topic: str) -> str:
+    note = f"no definition of {topic!r}; closest match"
+    if result.suggestions:
+        note += "; did you mean: " + ", ".join(result.suggestions)
+    return note
+
+
+def _print_plain(result: DocsResult, topic: str) -> int:
+    """Piped or logged: the same content as plain lines, no width, nothing wrapped."""
+    out = sys.stdout
+    if result.hint:
+        out.write(f"note: {result.hint}\n")
+    if result.best is None:
+        out.write(_nothing(result, topic) + "\n")
+        if result.suggestions:
+            out.write("did you mean: " + ", ".join(result.suggestions) + "\n")
+        return 1
+    c = result.best.chunk
+    if result.how == "search":
+        out.write(_closest_note(result, topic) + "\n")
+    out.write(f"== {c.title or c.symbol or c.path}\n{c.id}\n")
+    if c.url:
+        out.write(c.url + "\n")
+    out.write("\n" + c.text.rstrip("\n") + "\n")
+    if result.alternatives:
+        out.write("\nalso:\n")
+        for h in result.alternatives:
+            out.write(f"  {h.id}  {h.chunk.title or h.chunk.symbol}\n")
     return 0

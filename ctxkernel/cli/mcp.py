@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from harness.options import RunOptions
+from harness.optionspec import click_options
+
 from .common import index_options
 
 
@@ -33,18 +36,7 @@ from .common import index_options
     default=None,
     help="The problem check_kernel checks when a call names none (implies --check).",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["triton", "cutedsl", "cuda_inline", "torch"]),
-    default=None,
-    help="(check_kernel) Declare the candidates' backend.",
-)
-@click.option(
-    "--device",
-    type=click.Choice(["cpu", "cuda"]),
-    default=None,
-    help="(check_kernel) Where candidates run (default: cuda when present).",
-)
+@click_options(RunOptions, only=("device", "backend"))  # check_kernel's, declared once
 @index_options
 def mcp_cmd(
     http: bool,
@@ -76,8 +68,6 @@ def mcp_cmd(
 
     toolset = None
     if with_check or problem:  # check_kernel: the same tool the agent loop uses
-        from harness.runner import RunOptions
-
         from ..agent.check_tool import CheckSession, make_check_tool
         from ..tools import ToolSet
         from ..workspace import Workspace

@@ -8,7 +8,7 @@ import time
 import click
 
 from .. import progress as progress_mod
-from ..render import json_line, print_file_range, print_hits
+from ..render import console, json_line, print_file_range, print_hits
 from .common import embed_option, index_options, json_option, workspace
 
 
@@ -25,7 +25,16 @@ from .common import embed_option, index_options, json_option, workspace
     "--ref", default="", help="Git branch, tag or commit to index (default: the corpus's ref)."
 )
 @click.option(
-    "--force", is_flag=True, help="Re-chunk and re-embed everything, even unchanged files."
+    "--force",
+    is_flag=True,
+    help="Re-chunk and re-embed everything, even unchanged files (cached vectors are not "
+    "used; slow on a CPU).",
+)
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Repair: drop this corpus's index (setting aside a damaged store) and build it "
+    "again from the source, reusing cached vectors.",
 )
 @embed_option
 @index_options
@@ -35,6 +44,7 @@ def index_cmd(
     source: str | None,
     ref: str,
     force: bool,
+    rebuild: bool,
     embed: str | None,
     index_dir: str | None,
     chroma_url: str | None,
@@ -52,10 +62,13 @@ def index_cmd(
       ctxkernel index cutlass --source ~/mirrors/cutlass.git
       ctxkernel index cutlass --embed minilm
       ctxkernel index ptx --source ./ptx-isa.html
+      ctxkernel index triton --rebuild      # after an error that names a damaged index
     """
     ws = workspace(index_dir, chroma_url, embed)
     with progress_mod.for_cli(as_json) as progress:
-        report = ws.index(name, source=source, ref=ref, progress=progress, force=force)
+        report = ws.index(
+            name, source=source, ref=ref, progress=progress, force=force, rebuild=rebuild
+        )
     if as_json:
         json_line(report.to_json())
     else:
@@ -86,6 +99,8 @@ def _print_report(report: object) -> None:
     from ..indexer import IndexReport
 
     assert isinstance(report, IndexReport)
+    for note in report.notes:
+        click.echo(f"ctxkernel: {note}", err=True)
     skipped = ", ".join(f"{n} {k}" for k, n in sorted(report.skipped.items())) or "none"
     total = sum(report.seconds.values())
     click.echo(
@@ -108,7 +123,6 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
         for st in statuses:
             json_line(st.to_json())
         return 0
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
@@ -126,9 +140,12 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
     for col in cols:
         table.add_column(col)
     for st in statuses:
+        if st.error:
+            click.echo(f"ctxkernel: warning: {st.error}", err=True)
         r = st.record
         if r is None:
-            table.add_row(st.name, "-", "-", "not indexed", "-", "-", "-", "-", "-")
+            state = "broken definition" if st.error else "not indexed"
+            table.add_row(st.name, "-", "-", state, "-", "-", "-", "-", "-")
             continue
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.indexed_at)) if r.indexed_at else "-"
@@ -147,7 +164,7 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
             _size(st.size_bytes),
             moved,
         )
-    Console().print(table)
+    console().print(table)
     return 0
 
 
@@ -338,11 +355,17 @@ def grep_cmd(
                 "truncated": result.truncated,
                 "engine": result.engine,
                 "took_ms": round(result.took_ms, 1),
+                "refused": result.refused,
             }
         )
     else:
         print_hits(result.hits, snippet_lines=2 * context + 20, show_score=False)
         note = f"; stopped early: {result.truncated}" if result.truncated else ""
+        if result.refused:
+            note += (
+                f"; left out {result.refused} files that now resolve outside the corpus "
+                f"(re-index with `ctxkernel index {corpus}`)"
+            )
         click.echo(
             f"{len(result.hits)} blocks in {result.files_searched} files ({result.engine}, {result.took_ms:.0f} ms){note}",
             err=True,

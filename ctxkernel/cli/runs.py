@@ -1,8 +1,8 @@
 """``ctxkernel runs``: the agent runs kept under ``runs/agent/`` — list, show, plot.
 
 A RUN is its id, a unique part of one, ``last``, or its directory. ``--json`` prints JSON
-Lines: ``run`` objects for the list; ``summary``, ``version`` and the transcript's events
-for ``show``.
+Lines: ``run`` objects for the list; ``summary``, ``version``, ``note`` (the engineer's
+notes, with when they arrived) and the transcript's events for ``show``.
 """
 
 from __future__ import annotations
@@ -130,10 +130,14 @@ def show_cmd(run: str, transcript: bool, full: bool, runs_dir: Path | None, as_j
     record = RunRecord.open(run, runs_dir)
     summary = _summary(record)
     versions = record.versions()
+    notes = record.notes()
     if as_json:
         json_line({**summary, "type": "summary", "path": str(record.path)})
         for v in versions:
             json_line({**v, "type": "version"})
+        if not transcript:
+            for note in notes:
+                json_line(note)
         if transcript:
             for event in record.transcript():
                 json_line({"type": event.get("type", "event"), **event})
@@ -159,8 +163,10 @@ def show_cmd(run: str, transcript: bool, full: bool, runs_dir: Path | None, as_j
     best = (summary.get("best") or {}).get("version")
     rows = [("v", "round", "sample", "result", "time", "%roof", "notes")]
     for v in versions:
-        if v.get("ok"):
-            result = "PASSED"
+        if v.get("overfit"):
+            result = "OVERFIT (unseen shapes)"
+        elif v.get("ok"):
+            result = "PASSED" + (f", slower than v{v['beaten_by']}" if v.get("beaten_by") else "")
         elif v.get("error"):
             result = "not checked"
         elif "ok" in v:
@@ -174,13 +180,40 @@ def show_cmd(run: str, transcript: bool, full: bool, runs_dir: Path | None, as_j
         ))  # fmt: skip
     _table(rows)
     if best:
-        click.echo(f"* best correct version: {record.path / 'best.py'}")
+        proof = ((summary.get("best") or {}).get("proof")) or "not re-checked"
+        click.echo(f"* best correct version: {record.path / 'best.py'} (re-check: {proof})")
+    overfit = [v["version"] for v in versions if v.get("overfit")]
+    if overfit:
+        listed = ", ".join(f"v{n}" for n in overfit)
+        click.echo(
+            f"overfit the public shapes: {listed} (failed a re-check on shapes they never saw)"
+        )
+    steering = [e for e in record.transcript() if e.get("type") in ("note", "steer")]
+    if steering:
+        click.echo("\nnotes from the engineer:")
+        for event in steering:
+            click.echo("  " + _steering_line(event))
     if transcript:
         click.echo("\ntranscript:")
         for event in record.transcript():
             for line in render_event(event, full):
                 click.echo(line)
     return 0
+
+
+def _steering_line(event: dict[str, Any]) -> str:
+    """A note (when it arrived, after which version, from where) or a steering action."""
+    import time as _time
+
+    when = event.get("arrived") or _time.strftime(
+        "%Y-%m-%dT%H:%M:%S", _time.localtime(float(event.get("time") or 0))
+    )
+    if event.get("type") == "note":
+        return f"{when}  after v{event.get('after_version')} ({event.get('source')}): {event.get('text')}"
+    action, n = event.get("action"), event.get("version")
+    words = {"pin": f"pinned v{n}", "unpin": f"unpinned v{n}", "back": f"back to v{n}",
+             "stop": "stopped the run", "continue": f"kept the run going past {event.get('stop')}"}  # fmt: skip
+    return f"{when}  {words.get(str(action), str(action))}"
 
 
 def render_event(event: dict[str, Any], full: bool = False) -> list[str]:
@@ -228,6 +261,12 @@ def render_event(event: dict[str, Any], full: bool = False) -> list[str]:
         ]
     if kind == "stop":
         return [f"[stop] {event.get('reason')}: {event.get('detail', '')}"]
+    if kind in ("note", "steer"):
+        return [f"[engineer] {_steering_line(event)}"]
+    if kind == "proof":
+        from ..agent.recheck import Proof
+
+        return [f"  [re-check] {Proof.from_json(event).engineer_line()}"]
     return []
 
 
@@ -274,8 +313,10 @@ def plot_cmd(run: str, output: Path | None, runs_dir: Path | None) -> int:
     summary = _summary(record)
     title = f"{summary.get('problem')} · {summary.get('backend')} · {summary.get('model')}"
     target = summary.get("target")
+    notes = [int(n.get("after_version") or 0) for n in record.notes()]
     path = plot_run(versions, output or record.path / "progress.png", title=title,
-                    target=target if isinstance(target, (int, float)) else None)  # fmt: skip
+                    target=target if isinstance(target, (int, float)) else None,
+                    notes=notes)  # fmt: skip
     click.echo(str(path))
     return 0
 

@@ -5,7 +5,7 @@ returns, examples), a JSON schema of its input and a handler ``(workspace, args)
 The same definitions become Anthropic Messages API ``tools`` (:func:`anthropic_tools`,
 :func:`run_tool_use`), the MCP server's tools (``ctxkernel.mcp``) and ``ctxkernel tools``.
 
-Every result is plain text under a token budget (``max_tokens``, 1 token ≈ 4 chars), cut
+Every result is plain text under a token budget (``max_tokens`` tokens of the embedding model's tokenizer, at most 20,000), cut
 only between hits or lines, ending with a ``[cut: …]`` line saying what was left out. Every
 hit cites ``corpus:path:start-end`` and its upstream URL; ``read`` takes those ids back.
 Bad input raises :class:`ToolError`, which callers turn into an error result the model

@@ -11,18 +11,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from ..errors import UserError, shown
+from . import tokens
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-CHARS_PER_TOKEN = 4
+# Results are counted in tokens of the embedding model's tokenizer (``tokens.py``); the
+# cap keeps every result under 20,000 of them, below the 25,000 at which Claude Code cuts
+# an MCP result. CHARS_PER_TOKEN is only a rough guide for people sizing max_tokens.
+CHARS_PER_TOKEN = 3
 DEFAULT_MAX_TOKENS = 4000
 MIN_MAX_TOKENS = 200
-MAX_MAX_TOKENS = 32000
-NOTICE_CHARS = 300  # kept free at the end of every result for the cut notice
+MAX_MAX_TOKENS = 20000
+NOTICE_TOKENS = 160  # kept free at the end of every result for the cut notice
+NOTICE_CHARS = 300  # the longest cut notice a tool writes (at most NOTICE_TOKENS tokens)
 
 # (workspace, validated arguments) -> text; the workspace is None for a tool that says
 # it needs none (so a harness tool never opens the index)
@@ -163,14 +168,28 @@ class ToolSet:
             raise ToolError(f"{name}: {exc}") from exc
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-        """Like :meth:`run` but never raises: errors come back as ``is_error`` results."""
+        """Like :meth:`run` but never raises: errors come back as ``is_error`` results.
+
+        Whatever a tool returns leaves as valid UTF-8 text of at most ``MAX_MAX_TOKENS``
+        tokens, so a reply can always be encoded and never passes the token cap."""
         try:
-            return ToolResult(self.run(name, arguments))
+            result = ToolResult(self.run(name, arguments))
         except ToolError as exc:
-            return ToolResult(str(exc), is_error=True)
+            result = ToolResult(str(exc), is_error=True)
         except Exception as exc:  # a bug must not end the agent's loop or the server
             log.exception("tool %s failed", name)
-            return ToolResult(f"{name}: internal error: {type(exc).__name__}: {exc}", True)
+            result = ToolResult(f"{name}: internal error: {type(exc).__name__}: {exc}", True)
+        result.text = _deliverable(result.text)
+        return result
+
+
+def _deliverable(text: str) -> str:
+    """``text`` with any lone surrogate escaped, under the cap of every result."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return cap_result(text)
 
 
 def _default_workspace() -> Workspace:
@@ -237,46 +256,87 @@ def _tool_result(block_id: str, result: ToolResult) -> dict[str, Any]:
 
 
 class Budget:
-    """Collects output pieces while they fit in ``max_tokens`` (≈ 4 chars a token),
-    keeping room for the closing ``[cut: …]`` line."""
+    """Collects output pieces while they fit in ``max_tokens`` tokens of the embedding
+    model's tokenizer (never more than ``MAX_MAX_TOKENS``), keeping room for the closing
+    ``[cut: …]`` line.
+
+    Until the pieces could pass the limit their length in characters stands for their
+    count (a token covers at least one character), so small results never tokenize.
+    """
 
     def __init__(self, max_tokens: int) -> None:
-        self.total = max_tokens * CHARS_PER_TOKEN
-        self.limit = self.total - min(NOTICE_CHARS, self.total // 3)
+        self.total = max(1, min(max_tokens, MAX_MAX_TOKENS))
+        self.limit = self.total - min(NOTICE_TOKENS, self.total // 3)
         self.parts: list[str] = []
-        self.used = 0
+        self.used = 0  # tokens (an upper bound in characters until ``exact``)
+        self.exact = False
+
+    def _costs(self, texts: list[str]) -> list[int]:
+        """Tokens each text would use, its newline included."""
+        if not self.exact and self.used + sum(len(t) + 1 for t in texts) > self.limit:
+            self.used = sum(n + 1 for n in tokens.count(self.parts))
+            self.exact = True
+        if not self.exact:
+            return [len(t) + 1 for t in texts]
+        room = self.limit - self.used
+        costs = [room + 1 if tokens.lower_bound(t) > room else -1 for t in texts]
+        todo = [i for i, c in enumerate(costs) if c < 0]
+        for i, n in zip(todo, tokens.count([texts[i] for i in todo]), strict=True):
+            costs[i] = n + 1
+        return costs
 
     def fits(self, text: str) -> bool:
-        return self.used + len(text) + 1 <= self.limit
+        return self.used + self._costs([text])[0] <= self.limit
 
     def add(self, text: str) -> bool:
-        if not self.fits(text):
-            return False
-        self.parts.append(text)
-        self.used += len(text) + 1
-        return True
+        return self.add_lines([text]) == 1
 
     def add_lines(self, lines: Iterable[str]) -> int:
-        """Add lines one by one while they fit; how many went in."""
+        """Add lines in order while they fit; how many went in."""
+        pending = list(lines)
         n = 0
-        for line in lines:
-            if not self.add(line):
-                break
-            n += 1
+        for start in range(0, len(pending), 256):
+            batch = pending[start : start + 256]
+            for line, cost in zip(batch, self._costs(batch), strict=True):
+                if self.used + cost > self.limit:
+                    return n
+                self.parts.append(line)
+                self.used += cost
+                n += 1
         return n
 
     def render(self, cut: str = "") -> str:
         text = "\n".join(self.parts)
         if cut:
-            room = self.total - len(text) - 1
             notice = f"[cut: {cut}]"
-            if len(notice) > room:
-                notice = notice[: max(0, room - 2)] + "…]"
+            used = sum(n + 1 for n in tokens.count(self.parts)) if self.exact else self.used
+            room = max(0, self.total - used)
+            if len(notice) > room and tokens.count([notice])[0] > room:
+                notice = notice[: max(0, room - 2)] + "…]"  # a token is at least a character
             text = f"{text}\n{notice}" if text else notice
         return text
 
 
+def cap_result(text: str) -> str:
+    """``text`` cut between lines to at most ``MAX_MAX_TOKENS`` tokens (any tool's result,
+    errors and registered tools included)."""
+    if len(text) <= MAX_MAX_TOKENS or tokens.count([text])[0] <= MAX_MAX_TOKENS:
+        return text
+    budget = Budget(MAX_MAX_TOKENS)
+    lines = text.splitlines()
+    shown = budget.add_lines(lines)
+    return budget.render(f"{len(lines) - shown} more lines passed the size limit of a tool result")
+
+
 # --- schema checks ----------------------------------------------------------------------
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_schema(tool: Tool) -> None:
@@ -292,6 +352,12 @@ def _check_schema(tool: Tool) -> None:
 
 def _schema_error(error: Any, tool: Tool) -> str:
     where = "/".join(str(p) for p in error.absolute_path)
+    if len(error.message) > 200 or not _encodable(error.message):
+        # the message quotes the value: a huge string or one with a lone surrogate
+        what = {"maxLength": "is too long", "minLength": "is too short"}.get(
+            str(error.validator), f"fails {error.validator}"
+        )
+        return f"{where or 'input'}: {shown(error.instance)} {what}"
     if error.validator == "additionalProperties":
         allowed = ", ".join(tool.input_schema.get("properties", {}))
         return f"{error.message} (accepted: {allowed})"

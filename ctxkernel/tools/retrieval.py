@@ -5,11 +5,10 @@ limit, and ``read``'s confinement to the files a corpus recorded."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..corpus import KINDS, Hit, parse_chunk_id
@@ -110,8 +109,9 @@ _MAX_TOKENS_PROP: dict[str, Any] = {
     "minimum": MIN_MAX_TOKENS,
     "maximum": MAX_MAX_TOKENS,
     "default": DEFAULT_MAX_TOKENS,
-    "description": "Upper bound on the size of the result in tokens (about 4 characters "
-    "each). Longer output is cut between hits or lines, with a note saying what was left out.",
+    "description": "Upper bound on the size of the result in tokens (about 3 characters "
+    "of code each). Longer output is cut between hits or lines, with a note saying what "
+    "was left out.",
 }
 
 _CORPORA_PROP: dict[str, Any] = {
@@ -179,12 +179,22 @@ def _grep(ws: Workspace, args: dict[str, Any]) -> str:
         f"grep: no answer within {timeout:g} s; narrow it with path or a more specific pattern",
     )
     stopped = f"stopped early: {result.truncated}" if result.truncated else ""
+    left_out = (
+        f"[left out {result.refused} files that now resolve outside the corpus: a link "
+        f"swapped in after indexing; `ctxkernel index {args['corpus']}` re-indexes it]"
+        if result.refused
+        else ""
+    )
     if not result.hits:
         text = f"No matches for /{pattern}/ in {args['corpus']} ({result.files_searched} files)."
+        if left_out:
+            text += "\n" + left_out
         return text + (
             f"\n[cut: {stopped}; narrow with path or raise timeout_s]" if stopped else ""
         )
     budget = Budget(args["max_tokens"])
+    if left_out:
+        budget.add(left_out)
     matches = sum(len(h.extra.get("matches", [])) for h in result.hits)
     budget.add(
         f"{matches} matching lines in {len(result.hits)} blocks for /{pattern}/ in "
@@ -282,8 +292,12 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     topic: str = args["topic"]
     result = ws.docs(topic, _corpora_arg(args.get("corpus")), args["alternatives"])
     budget = Budget(args["max_tokens"])
+    if result.hint:
+        budget.add(f"Note: {result.hint}.")
     if result.best is None:
         text = f"No definition or section found for {topic!r}."
+        if result.hint:
+            return f"{text} {result.hint}."
         if result.suggestions:
             text += " Did you mean: " + ", ".join(result.suggestions) + "?"
         return text + " Try search(query=...) with other words."
@@ -324,7 +338,6 @@ def _read(ws: Workspace, args: dict[str, Any]) -> str:
     end = args.get("end_line") or end
     if start is not None and end is not None and end < start:
         raise ToolError(f"read: end_line {end} is before start_line {start}")
-    _check_inside_root(ws, corpus, path)
     rng = ws.read(f"{corpus}:{path}", start, end)
     budget = Budget(args["max_tokens"])
     budget.add(f"{rng.corpus}:{rng.path}:{rng.start_line}-{rng.end_line} of {rng.total_lines}")
@@ -373,50 +386,6 @@ def _safe_ref(ref: str) -> tuple[str, str, int | None, int | None]:
     return corpus, path, start, end
 
 
-_ROOTS: dict[tuple[str, str, str], Path | None] = {}
-
-
-def _check_inside_root(ws: Workspace, corpus: str, path: str) -> None:
-    """Refuse a recorded file whose copy on disk now leads out of the corpus's files
-    (a symlink swapped in after indexing): ``read`` only ever shows corpus content."""
-    if corpus not in ws.store.corpora():
-        return  # Workspace.read explains what is indexed
-    cache = ws.store.synced_cache(corpus)
-    entry = cache.file(path)
-    if entry is None or not entry.local or not os.path.lexists(entry.local):
-        return
-    key = (str(ws.store.index_dir), corpus, cache.get_info("generation") or "")
-    if key not in _ROOTS:
-        _ROOTS[key] = _corpus_root({p: e.local for p, e in cache.files().items()})
-    root = _ROOTS[key]
-    try:
-        real = Path(entry.local).resolve(strict=True)
-    except (OSError, RuntimeError):
-        real = None
-    if root is None or real is None or not real.is_relative_to(root.resolve()):
-        raise ToolError(
-            f"read: refusing {corpus}:{path}: its file on disk resolves outside the corpus "
-            "(a symlink leaving the indexed tree); re-index the corpus"
-        )
-
-
-def _corpus_root(locals_by_path: Mapping[str, str]) -> Path | None:
-    """The directory the recorded files were taken from: each local path minus the
-    upstream path it ends with, then the common ancestor of those."""
-    roots: set[str] = set()
-    for path, local in locals_by_path.items():
-        if not local:
-            continue
-        lp, pp = Path(local).parts, PurePosixPath(path).parts
-        n = 0
-        while n < min(len(lp), len(pp)) and lp[-1 - n] == pp[-1 - n]:
-            n += 1
-        roots.add(str(Path(*lp[: len(lp) - n])) if n < len(lp) else os.sep)
-    if not roots:
-        return None
-    return Path(os.path.commonpath(sorted(roots)))
-
-
 def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
     budget = Budget(args["max_tokens"])
     statuses = ws.status(check_upstream=False)
@@ -429,6 +398,9 @@ def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
         if len(desc) > 200:
             desc = desc[:199] + "…"
         r = st.record
+        if st.error and r is None:
+            lines.append(f"- {st.name}: its definition does not load: {st.error}")
+            continue
         if r is None:
             lines.append(f"- {st.name}: {desc} (not indexed: `ctxkernel index {st.name}`)")
             continue

@@ -1,94 +1,156 @@
-"""Kernel backends: how a candidate's backend is detected, prepared and held to account.
+"""Kernel backends and their registry: the one list every backend choice reads.
 
-One module per backend (``triton``, ``cutedsl``, ``cuda_inline``, ``pytorch``). A backend
-knows: how to recognise a candidate written for it (its imports), the environment the
-worker needs (``TRITON_INTERPRET=1`` on CPU), how to count the kernels a call launched
-(so "declared backend triton but no Triton kernel was launched" can be said), and which
-exceptions are compile errors. ``worker_env_for`` adds what dumps need (launch recording
-for ahead-of-time Triton compiles, ``CUTE_DSL_KEEP``, ``nvcc -keep``); artefacts are
-collected in the worker by ``harness/artifacts.py``.
+One module per backend, each a ``Backend`` subclass (``base.py`` says what a backend
+declares) with its prompt primer in ``<module>_primer.md`` beside it; a backend may keep
+helpers in modules of its own (``triton_aot.py``). ``REGISTRY`` below is the list:
+detection tries it in order (the most specific first, plain PyTorch last), and the CLI's
+``--backend`` choices, the worker's hooks, the static scan's kernel decorators, the
+guards' allowances, the scrubbed environment's cache folders and the agent's primers all
+come from it. Adding a backend is a module (and its primer), a line here, an example, a
+corpus file and an extra in ``pyproject.toml``.
 
-The worker imports this package too: nothing here may import torch or triton at module
-level.
+The worker imports this package too: nothing here may import torch or a DSL at module level.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
+
+from .base import Backend, DumpPlan, File, LaunchCounter, parse_target
+from .cuda_inline import CudaInlineBackend
+from .cutedsl import CuteDSLBackend
+from .pytorch import PyTorchBackend
+from .tilelang import TileLangBackend
+from .triton import TritonBackend
+
+REGISTRY: tuple[Backend, ...] = (
+    CuteDSLBackend(),
+    TileLangBackend(),
+    CudaInlineBackend(),
+    TritonBackend(),
+    PyTorchBackend(),
+)
+DEFAULT_BACKEND = "torch"  # what a candidate that matches no other backend is
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "REGISTRY",
+    "Backend",
+    "DumpPlan",
+    "File",
+    "LaunchCounter",
+    "all_backends",
+    "allowed_programs",
+    "backend_names",
+    "cache_env",
+    "code_rewriters",
+    "detect_backend",
+    "env_passthrough",
+    "get_backend",
+    "jit_decorators",
+    "module_names",
+    "parse_target",
+    "protected_classes",
+    "protected_modules",
+    "protected_names",
+    "snapshot_imports",
+    "tool_dirs",
+    "worker_env_for",
+]
 
 
-@dataclass
-class LaunchCounter:
-    """Kernel launches seen since the last reset (``None`` total: counting unsupported)."""
-
-    count: int = 0
-
-    def reset(self) -> None:
-        self.count = 0
+def all_backends() -> tuple[Backend, ...]:
+    return REGISTRY
 
 
-class Backend:
-    """Base class; subclasses override what differs."""
-
-    name = "base"
-    requires_gpu = False
-    # whether a call that launched nothing of this backend is a failure
-    enforce_launches = False
-    # the load request (imports, builds) gets at least this long
-    min_compile_timeout_s = 0.0
-
-    def detect(self, imports: set[str], source: str) -> bool:
-        return False
-
-    def worker_env(self, device: str) -> dict[str, str]:
-        """Environment variables the worker process needs (set by the parent at spawn)."""
-        return {}
-
-    def prepare_worker(self, device: str) -> LaunchCounter | None:
-        """Runs in the worker before the candidate is imported; returns a launch counter."""
-        return None
-
-    def is_compile_error(self, exc: BaseException) -> bool:
-        return False
-
-    def environment(self) -> dict[str, object]:
-        """Versions and modes to report (runs in the worker)."""
-        return {}
-
-
-def all_backends() -> list[Backend]:
-    from .cuda_inline import CudaInlineBackend
-    from .cutedsl import CuteDSLBackend
-    from .pytorch import PyTorchBackend
-    from .triton import TritonBackend
-
-    # detection order: the most specific first, plain PyTorch last
-    return [CuteDSLBackend(), CudaInlineBackend(), TritonBackend(), PyTorchBackend()]
-
-
-BACKEND_NAMES = ("triton", "cutedsl", "cuda_inline", "torch")
-
-
-def worker_env_for(name: str, device: str, dump: bool = False) -> dict[str, str]:
-    """The worker's extra environment for a backend; with ``dump`` also what makes the
-    backend keep its artefacts. Every runner spawns workers with this."""
-    env = dict(get_backend(name).worker_env(device))
-    if dump:
-        env["CTXKERNEL_DUMP"] = "1"
-        env["CTXKERNEL_RECORD_LAUNCHES"] = "1"
-        env["CTXKERNEL_KEEP_NVCC"] = "1"
-    return env
+def backend_names() -> list[str]:
+    """The names ``--backend`` accepts, in registry order."""
+    return [backend.name for backend in REGISTRY]
 
 
 def get_backend(name: str) -> Backend:
-    for backend in all_backends():
+    for backend in REGISTRY:
         if backend.name == name:
             return backend
     raise KeyError(name)
 
 
 def detect_backend(imports: set[str], source: str) -> str:
-    for backend in all_backends():
+    for backend in REGISTRY:
         if backend.detect(imports, source):
             return backend.name
-    return "torch"
+    return DEFAULT_BACKEND
+
+
+def worker_env_for(name: str, device: str, dump: bool = False) -> dict[str, str]:
+    """The worker's extra environment for a backend; with ``dump`` also what makes the
+    backend keep its artefacts. Every runner spawns workers with this."""
+    backend = get_backend(name)
+    env = dict(backend.worker_env(device))
+    if dump:
+        env["CTXKERNEL_DUMP"] = "1"
+        env.update(backend.dump_env())
+    return env
+
+
+def cache_env(home: Path) -> dict[str, str]:
+    """Every backend's cache folders under ``home`` (the scrubbed environment's)."""
+    env: dict[str, str] = {}
+    for backend in REGISTRY:
+        env.update(backend.cache_env(home))
+    return env
+
+
+def env_passthrough() -> set[str]:
+    """Parent environment variables any backend needs in the worker."""
+    return {key for backend in REGISTRY for key in backend.env_passthrough}
+
+
+def jit_decorators() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(decorator names, decorator prefixes) that mark kernel code, over all backends."""
+    names = tuple(d for backend in REGISTRY for d in backend.jit_decorators)
+    prefixes = tuple(p for backend in REGISTRY for p in backend.jit_prefixes)
+    return names, prefixes
+
+
+def module_names() -> set[str]:
+    """Top-level modules of every backend (a candidate file may not shadow them)."""
+    return {module for backend in REGISTRY for module in backend.modules}
+
+
+def snapshot_imports(source: str, declared: str) -> list[str]:
+    """Modules to import before the guards go on because the candidate mentions another
+    backend (so what it could patch there is in the identity snapshot)."""
+    out: list[str] = []
+    for backend in REGISTRY:
+        if backend.name != declared and any(m in source for m in backend.modules):
+            out.extend(backend.snapshot_imports)
+    return out
+
+
+def protected_names() -> list[str]:
+    """Callables of any backend the identity snapshot watches."""
+    return [name for backend in REGISTRY for name in backend.protected_names]
+
+
+def protected_modules() -> list[str]:
+    return [name for backend in REGISTRY for name in backend.protected_modules]
+
+
+def protected_classes() -> list[tuple[str, str]]:
+    return [pair for backend in REGISTRY for pair in backend.protected_classes]
+
+
+def code_rewriters() -> tuple[str, ...]:
+    """Path fragments of backend compilers allowed to swap a function's ``__code__``."""
+    return tuple(path for backend in REGISTRY for path in backend.code_rewriters)
+
+
+def allowed_programs() -> frozenset[str]:
+    """Programs backends run besides the common compilers."""
+    return frozenset(p for backend in REGISTRY for p in backend.allowed_programs)
+
+
+def tool_dirs() -> list[Path]:
+    """Folders of CUDA binary tools the backends' packages ship."""
+    return [d for backend in REGISTRY for d in backend.tool_dirs()]

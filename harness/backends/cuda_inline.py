@@ -3,8 +3,11 @@
 Launch counting wraps the loaders so every function of the extension module they return
 counts its calls. Build failures (``RuntimeError: Error building extension``) are compile
 errors. With ``CTXKERNEL_KEEP_NVCC=1`` (dumps) the loaders add ``nvcc -keep`` so the PTX
-and CUBIN intermediates stay in ``keep_dir()`` (``$HOME/nvcc-keep``, in the worker's temp dir). The first build takes about a minute (~51 s seen on
-an H200): the load request gets ``min_compile_timeout_s``.
+and CUBIN intermediates stay in ``keep_dir()`` (``$HOME/nvcc-keep``, in the worker's temp
+dir); artefacts are those, the source and the built extension (``cuobjdump`` reads SASS
+from it), from the keep dir and ``TORCH_EXTENSIONS_DIR``. The first build takes about a
+minute (~51 s seen on an H200): the load request gets ``min_compile_timeout_s``. Traces go
+through the ``ck_trace`` header.
 """
 
 from __future__ import annotations
@@ -12,21 +15,38 @@ from __future__ import annotations
 import functools
 import os
 import types
+from pathlib import Path
 from typing import Any
 
-from . import Backend, LaunchCounter
+from .base import Backend, File, LaunchCounter
+
+KINDS = ("ptx", "cubin", "cu", "so")
+MAX_SO_BYTES = 48 << 20
 
 
 class CudaInlineBackend(Backend):
     name = "cuda_inline"
+    label = "CUDA extension"
     requires_gpu = True
     enforce_launches = True
     min_compile_timeout_s = 600.0
+    trace_recorder = "ck_trace"
 
     def detect(self, imports: set[str], source: str) -> bool:
         return "load_inline" in source or any(
             name.startswith("torch.utils.cpp_extension") for name in imports
         )
+
+    def cache_env(self, home: Path) -> dict[str, str]:
+        return {"TORCH_EXTENSIONS_DIR": str(home / ".torch-extensions")}
+
+    def dump_env(self) -> dict[str, str]:
+        return {"CTXKERNEL_KEEP_NVCC": "1"}
+
+    def collect_artifacts(
+        self, target: str | None, notes: list[str], launches: list[dict[str, Any]] | None
+    ) -> list[File]:
+        return _collect(notes)
 
     def prepare_worker(self, device: str) -> LaunchCounter | None:
         try:
@@ -89,3 +109,33 @@ def _counted(fn: Any, counter: LaunchCounter) -> Any:
         return fn(*args, **kwargs)
 
     return call
+
+
+def _collect(notes: list[str]) -> list[File]:
+    files: list[File] = []
+    seen: set[str] = set()
+    for root in (keep_dir(), os.environ.get("TORCH_EXTENSIONS_DIR")):
+        if not root or not os.path.isdir(root):
+            continue
+        for path in sorted(Path(root).rglob("*")):
+            kind = path.suffix.lstrip(".")
+            if not path.is_file() or kind not in KINDS or path.name in seen:
+                continue
+            if kind == "so" and path.stat().st_size > MAX_SO_BYTES:
+                continue
+            seen.add(path.name)
+            stem = path.name.split(".")[0]
+            files.append(
+                (
+                    {
+                        "name": path.name,
+                        "kernel": stem,
+                        "version": path.parent.name[:24],
+                        "kind": kind,
+                    },
+                    path.read_bytes(),
+                )
+            )
+    if not files:
+        notes.append("no CUDA extension build found in the worker")
+    return files

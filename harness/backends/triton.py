@@ -1,33 +1,112 @@
-"""The Triton backend: interpreter on CPU, launch counting, compile-error classification.
+"""The Triton backend: interpreter on CPU, launch counting, artefacts, Proton traces.
 
 Launches are counted by wrapping ``JITFunction.run`` (compiled path) and
 ``InterpretedFunction.run`` (``TRITON_INTERPRET=1``); warm-up runs are not launches. The
 autotuner ends in one of those, so it is counted too. With ``CTXKERNEL_RECORD_LAUNCHES=1``
 (dumps) the same wrapper records each distinct launch's specialisation for ahead-of-time
-compiles (``aot.py``).
+compiles (``triton_aot.py``).
+
+Artefacts: each version (one compiled specialisation) from the worker's Triton cache dir
+(``<hash>/<kernel>.{ttir,ttgir,llir,ptx,cubin,json}``), or, with a target (``sm_90``),
+compiled ahead of time from the recorded launches -- no GPU needed: on a CPU the dump
+worker records launches under the interpreter without running them and a second worker,
+interpreter off, compiles them. Triton's package ships ``cuobjdump``, ``nvdisasm`` and
+``ptxas``, which the dumps use on any machine.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
 import os
+from pathlib import Path
 from typing import Any
 
-from . import Backend, LaunchCounter
+from .base import Backend, DumpPlan, File, LaunchCounter
+
+KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin", "json")
 
 
 class TritonBackend(Backend):
     name = "triton"
+    label = "Triton"
+    modules = ("triton",)
+    interpreter = "Triton interpreter"
     enforce_launches = True
-
-    def detect(self, imports: set[str], source: str) -> bool:
-        return any(name == "triton" or name.startswith("triton.") for name in imports)
+    aot_without_gpu = True
+    jit_decorators = ("triton.jit", "triton.autotune", "triton.heuristics")
+    jit_prefixes = ("triton.",)
+    protected_names = ("triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
+    protected_modules = ("triton.testing", "triton.runtime.jit", "triton.runtime.interpreter")
+    protected_classes = (
+        ("triton.runtime.jit", "JITFunction"),
+        ("triton.runtime.interpreter", "InterpretedFunction"),
+        ("triton.runtime.autotuner", "Autotuner"),
+    )
+    snapshot_imports = ("triton.testing",)
+    env_passthrough = (
+        "TRITON_PTXAS_PATH",
+        "TRITON_CUOBJDUMP_PATH",
+        "TRITON_NVDISASM_PATH",
+        "TRITON_LIBCUDA_PATH",
+        "TRITON_DEFAULT_FP_FUSION",
+    )
+    trace_recorder = "proton"
+    mma_hint = "Triton: BLOCK_M >= 64 with 4 warps, num_warps=8 tiles"
 
     def worker_env(self, device: str) -> dict[str, str]:
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         return env
+
+    def cache_env(self, home: Path) -> dict[str, str]:
+        return {"TRITON_CACHE_DIR": str(home / ".triton-cache"), "TRITON_HOME": str(home)}
+
+    def dump_env(self) -> dict[str, str]:
+        return {"CTXKERNEL_RECORD_LAUNCHES": "1"}
+
+    def prepare_trace(self, device: str, candidate_path: str) -> None:
+        """Under the interpreter Proton's scope calls cannot run: make them no-ops for a
+        candidate that uses them."""
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if not interpreted or not _mentions(candidate_path, "profiler"):
+            return
+        try:
+            from ..tracing.proton import neutralize_under_interpreter
+
+            neutralize_under_interpreter()
+        except Exception:
+            pass
+
+    def dump_plan(self, device: str, target: str | None) -> DumpPlan | None:
+        if device == "cpu":
+            if not target:
+                return None
+            # launches recorded under the interpreter are compiled where it is off
+            return DumpPlan(
+                {"CTXKERNEL_RECORD_ONLY": "1"},
+                record_only=True,
+                compile_env={"TRITON_INTERPRET": "0"},
+            )
+        return DumpPlan()
+
+    def recorded_launches(self) -> list[dict[str, Any]]:
+        from .triton_aot import launches_to_json
+
+        return launches_to_json()
+
+    def collect_artifacts(
+        self, target: str | None, notes: list[str], launches: list[dict[str, Any]] | None
+    ) -> list[File]:
+        return _aot(target, notes, launches) if target else _cache(notes)
+
+    def tool_dirs(self) -> list[Path]:
+        spec = importlib.util.find_spec("triton")
+        if spec is None or not spec.origin:
+            return []
+        return [Path(spec.origin).parent / "backends" / "nvidia" / "bin"]
 
     def prepare_worker(self, device: str) -> LaunchCounter | None:
         counter = LaunchCounter()
@@ -44,7 +123,7 @@ class TritonBackend(Backend):
             _wrap_run(interpreter.InterpretedFunction, counter)
         if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
             _warm_interpreter()
-        from ..aot import RECORDED
+        from .triton_aot import RECORDED
 
         RECORDED.clear()  # the harness's own warm-up launch is no candidate kernel
         return counter
@@ -81,7 +160,7 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
         return
     record: Any = None
     if os.environ.get("CTXKERNEL_RECORD_LAUNCHES") == "1":
-        from ..aot import record_launch
+        from .triton_aot import record_launch
 
         record = record_launch
     # a dump worker on a CPU machine records launches on large shapes without running them
@@ -132,3 +211,78 @@ def _warm_interpreter() -> None:
         spec.loader.exec_module(module)
         x = torch.zeros(8)
         module._ck_warm[(1,)](x, 8, B=8)
+
+
+def _mentions(path: str, word: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return word in fh.read()
+    except OSError:
+        return False
+
+
+def _cache(notes: list[str]) -> list[File]:
+    root = os.environ.get("TRITON_CACHE_DIR")
+    if not root or not os.path.isdir(root):
+        notes.append("no Triton cache dir in the worker")
+        return []
+    files: list[File] = []
+    for version_dir in sorted(Path(root).iterdir()):
+        if not version_dir.is_dir() or not any(version_dir.glob("*.cubin")):
+            continue
+        version = version_dir.name[:10]
+        for path in sorted(version_dir.iterdir()):
+            kind = path.suffix.lstrip(".")
+            if kind not in KINDS or path.name.startswith("__grp__"):
+                continue
+            files.append(
+                (
+                    {"name": path.name, "kernel": path.stem, "version": version, "kind": kind},
+                    path.read_bytes(),
+                )
+            )
+    if not files:
+        notes.append("no compiled Triton kernel in the worker's cache (nothing launched?)")
+    return files
+
+
+def _aot(target: str, notes: list[str], launches: list[dict[str, Any]] | None) -> list[File]:
+    from .triton_aot import RECORDED, compile_launch, launches_from_json
+
+    if launches is not None:
+        specs, more = launches_from_json(launches)
+        notes.extend(more)
+    else:
+        specs = list(RECORDED.values())
+    if not specs:
+        notes.append("no Triton launch was recorded, so nothing to compile ahead of time")
+        return []
+    files: list[File] = []
+    for spec in specs:
+        try:
+            result = compile_launch(spec, target)
+        except Exception as exc:
+            notes.append(
+                f"AOT compile of {spec.name} for {target} failed: {type(exc).__name__}: {exc}"[:600]
+            )
+            continue
+        meta = result["metadata"]
+        version = meta["version"]
+        name = str(meta.get("name") or spec.name)
+        for kind, value in result["asm"].items():
+            if kind not in KINDS:
+                continue
+            data = value if isinstance(value, bytes) else str(value).encode()
+            files.append(
+                (
+                    {"name": f"{name}.{kind}", "kernel": name, "version": version, "kind": kind},
+                    data,
+                )
+            )
+        files.append(
+            (
+                {"name": f"{name}.json", "kernel": name, "version": version, "kind": "json"},
+                json.dumps(meta, default=str, indent=1).encode(),
+            )
+        )
+    return files

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProblemError
-from ..problem import Problem, import_file, isolated_import_path, to_device
+from ..problemspec import Problem, import_file, isolated_import_path, to_device
 
 _SHADOW = ("utils", "task", "reference", "submission", "eval")
 

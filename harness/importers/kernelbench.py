@@ -25,7 +25,7 @@ import torch
 
 from ..errors import ProblemError
 from ..policy import GROUPS, MODULES, canonical_name
-from ..problem import Problem, import_file, isolated_import_path, to_device
+from ..problemspec import Problem, import_file, isolated_import_path, to_device
 
 INIT_SEED = 42
 _CONV_CALLS = {

@@ -11,14 +11,14 @@ inputs modified, output changed after return, threads or signal handlers left be
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..verdict import RungResult
-from .correctness import check_output
-from .run import call_failure
+from .common import call_failure, check_output
 
 if TYPE_CHECKING:
     from .context import LadderContext
+    from .results import Earlier
 
 BURST_TRIAL = 1000  # trial index for the burst's seed: distinct from the correctness trials
 
@@ -27,52 +27,42 @@ class AntiCheatRung:
     name = "anti-cheat"
     gating = True
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         burst = max(2, ctx.options.burst)
-        record = ctx.call(ctx.make_inputs(0, BURST_TRIAL), repeat=burst, burst=True)
+        inputs = ctx.inputs.make(0, BURST_TRIAL)
+        record = ctx.workers.call(inputs, repeat=burst, burst=True)
         failure = call_failure(ctx, record)
         if failure is not None:
-            return RungResult(
-                self.name,
-                False,
-                self.gating,
-                {},
-                f"during {burst} back-to-back calls: {failure[0]}",
-                dict(failure[1]),
-            )
-        reference = ctx.reference(record.inputs)
+            reason = f"during {burst} back-to-back calls: {failure[0]}"
+            return RungResult.fail(self, reason, details=failure[1])
+        reference = ctx.inputs.reference(record.inputs)
         for index, output in enumerate(record.outputs):
-            problems = ctx.structure_problems(output, reference) + ctx.late_changes(record, index)
+            problems = ctx.checks.structure_problems(output, reference)
+            problems += ctx.checks.late_changes(record, index)
             passed, bad, reason, _ = (
                 check_output(ctx, record, output, reference)
                 if not problems
                 else (False, None, problems[0], [])
             )
             if not passed:
-                details = {"where": f"{record.inputs.label}, call {index + 1} of {burst}"}
+                details: dict[str, Any] = {
+                    "where": f"{record.inputs.label}, call {index + 1} of {burst}"
+                }
                 if bad is not None:
-                    details["worst"] = bad.worst  # type: ignore[assignment]
-                return RungResult(
-                    self.name,
-                    False,
-                    self.gating,
-                    {},
-                    ctx.explain(
+                    details["worst"] = bad.worst
+                return RungResult.fail(
+                    self,
+                    ctx.findings.explain(
                         f"call {index + 1} of {burst} back-to-back calls on the same inputs returned a wrong result "
                         f"(behaves differently when called repeatedly, as a benchmark does): {reason}"
                     ),
-                    details,
+                    details=details,
                 )
-        ctx.finish()
-        metrics = {"calls": ctx.calls_made, "burst": burst}
-        if ctx.integrity:
-            more = f" (+{len(ctx.integrity) - 1} more)" if len(ctx.integrity) > 1 else ""
-            return RungResult(
-                self.name,
-                False,
-                self.gating,
-                metrics,
-                ctx.integrity[0] + more,
-                {"findings": [], "integrity": ctx.integrity},
-            )
-        return RungResult(self.name, True, self.gating, metrics)
+        ctx.workers.finish()
+        metrics = {"calls": ctx.workers.calls_made, "burst": burst}
+        found = ctx.findings.messages
+        if found:
+            more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+            details = {"findings": [], "integrity": list(found)}
+            return RungResult.fail(self, found[0] + more, metrics, details)
+        return RungResult.passed(self, metrics)

@@ -1,8 +1,9 @@
 """The ``benchmark`` rung: how fast the candidate is, measured the way an expert would trust.
 
-Runs after the anti-cheat rung, in a fresh worker (``ctx.aux("bench")``) and, for speedups,
-a harness-only worker timing the reference (``ctx.aux("reference")``; ``--compile-ref`` adds
-``torch.compile`` of it). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
+Runs after the anti-cheat rung, in a fresh worker (``workers.aux("bench")``) and, for
+speedups, a harness-only worker timing the reference (``workers.aux("reference")``;
+``--compile-ref`` adds ``torch.compile`` of it). Result for the rungs after it: ``Timings``
+(per shape: the median, the speedup, the bytes moved). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
 spin kernel ahead of every launch, events plus a full-device synchronise, calibration,
 stop at a 1% CI of the median or the budget). Here, in the parent:
 
@@ -34,32 +35,23 @@ import torch
 from .. import channel
 from ..benchstats import StopRule, summarize
 from ..metrics import compare
-from ..runner import WorkerGone
+from ..precision import reference_precision
+from ..session import WorkerGone
 from ..timing import bench_seed
 from ..verdict import RungResult
-from .context import flatten, reference_precision, shape_label
+from .inputs import flatten, shape_label
+from .results import ShapeTiming, Timings
 
 if TYPE_CHECKING:
-    from ..runner import WorkerSession
+    from ..session import WorkerSession
     from .context import LadderContext
+    from .results import Earlier
 
 VERIFY_CALLS = 3
 FULL_CHECK_ELEMENTS = 1 << 22
 SAMPLED_ELEMENTS = 1 << 20
 IDLE_GAP_S = 0.5
 COMPUTE_ROUNDS = 3
-
-
-def bench_shapes(ctx: LadderContext) -> list[dict[str, Any]]:
-    if ctx.options.bench_shapes:
-        return [dict(s) for s in ctx.options.bench_shapes]
-    if ctx.problem.bench_shapes:
-        return [dict(s) for s in ctx.problem.bench_shapes]
-    return [dict(ctx.shapes[-1])]
-
-
-def _rng(ctx: LadderContext, label: str) -> random.Random:
-    return random.Random(f"{ctx.secret}:{label}")
 
 
 class BenchmarkRung:
@@ -69,27 +61,19 @@ class BenchmarkRung:
     def enabled(self, ctx: LadderContext) -> bool:
         return bool(ctx.options.bench)
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         if ctx.device != "cuda":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "no GPU (benchmarks time CUDA kernels; this check ran on cpu)",
+            return RungResult.skip(
+                self, "no GPU (benchmarks time CUDA kernels; this check ran on cpu)"
             )
         try:
-            session, reply = ctx.aux("bench")
+            session, reply = ctx.workers.aux("bench")
         except WorkerGone as gone:
-            return RungResult(self.name, False, self.gating, {}, f"benchmark worker: {gone.reason}")
+            return RungResult.fail(self, f"benchmark worker: {gone.reason}")
         if reply.get("error"):
             message = str((reply.get("error") or {}).get("message", ""))[:300]
-            return RungResult(
-                self.name,
-                False,
-                self.gating,
-                {},
-                f"the benchmark worker could not load the candidate: {message}",
+            return RungResult.fail(
+                self, f"the benchmark worker could not load the candidate: {message}"
             )
         reference: WorkerSession | None = None
         notes: list[str] = []
@@ -100,57 +84,25 @@ class BenchmarkRung:
             if ctx.options.compile_ref
             else None
         )
-        from .roofline import ceilings_for
-
-        ceilings_for(ctx)  # measured once per GPU/driver/clocks, before anything is timed
+        ctx.ceilings.get()  # measured once per GPU/driver/clocks, before anything is timed
         l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
         results = []
-        for index, shape in enumerate(bench_shapes(ctx)):
+        for index, shape in enumerate(ctx.inputs.bench_shapes()):
             result = self.bench_shape(ctx, session, reference, compiled, shape, index, l2)
             results.append(result)
             if result.get("failure"):
-                ctx.bench_results = results
-                return RungResult(
-                    self.name,
-                    False,
-                    self.gating,
-                    _metrics(result),
-                    ctx.explain(f"{result['failure']} (shape {result['label']})"),
-                    {"shapes": results},
-                )
-        ctx.bench_results = results
-        found = ctx.close_aux("bench")
+                reason = ctx.findings.explain(f"{result['failure']} (shape {result['label']})")
+                return RungResult.fail(self, reason, _metrics(result), {"shapes": results})
+        found = ctx.workers.close_aux("bench")
         if found:
-            return RungResult(
-                self.name,
-                False,
-                self.gating,
-                _metrics(results[0]),
-                f"while timed: {found[0]}",
-                {"shapes": results, "integrity": found},
-            )
+            details = {"shapes": results, "integrity": found}
+            return RungResult.fail(self, f"while timed: {found[0]}", _metrics(results[0]), details)
         first = results[0]
         reason = f"{first['label']}: {first['timing_note']}"
         if notes:
             reason += "; " + "; ".join(notes)
-        ctx.performance["benchmark"] = [
-            {
-                k: r.get(k)
-                for k in (
-                    "label",
-                    "candidate",
-                    "reference",
-                    "reference_compiled",
-                    "speedup",
-                    "l2",
-                    "mode",
-                )
-            }
-            for r in results
-        ]
-        return RungResult(
-            self.name, True, self.gating, _metrics(first), reason, {"shapes": results}
-        )
+        timings = Timings([ShapeTiming.from_record(r) for r in results])
+        return RungResult.passed(self, _metrics(first), reason, {"shapes": results}, output=timings)
 
     # -- one shape ---------------------------------------------------------------------
 
@@ -169,7 +121,7 @@ class BenchmarkRung:
         rounds = COMPUTE_ROUNDS if compute else 1
         gap = IDLE_GAP_S if compute else 0.0
         budget = max(0.2, ctx.options.bench_budget_s / rounds)
-        rng = _rng(ctx, f"bench:{index}")
+        rng = ctx.inputs.rng(f"bench:{index}")
         result: dict[str, Any] = {
             "label": label,
             "shape": shape,
@@ -260,7 +212,7 @@ class BenchmarkRung:
 
 def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> WorkerSession | None:
     try:
-        session, reply = ctx.aux(role)
+        session, reply = ctx.workers.aux(role)
     except WorkerGone as gone:
         notes.append(f"{role} worker: {gone.reason}")
         return None
@@ -271,12 +223,10 @@ def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> Worke
 
 
 def _compute_bound(ctx: LadderContext, shape: dict[str, Any]) -> bool:
-    from .roofline import cached_ceilings
-
     flops, nbytes = ctx.problem.flops(shape), ctx.problem.bytes(shape)
     if not flops or not nbytes:
         return False
-    ceilings = cached_ceilings(ctx)
+    ceilings = ctx.ceilings.cached()
     if ceilings is None or not ceilings.tflops:
         return flops / nbytes > 100.0  # well past any GPU's ridge point
     peak = max(ceilings.tflops.values())
@@ -328,7 +278,7 @@ def _reply_error(reply: dict[str, Any]) -> str:
 def _failure(ctx: LadderContext, reply: dict[str, Any]) -> str | None:
     if reply.get("gone"):
         return f"the benchmark worker died: {reply['gone']}"
-    ctx.note_integrity(reply.get("integrity") or [])
+    ctx.findings.note(reply.get("integrity") or [])
     if not reply.get("ok"):
         return f"{ctx.candidate.entry} failed while being timed: {_reply_error(reply)}"
     for item in reply.get("integrity") or []:
@@ -465,4 +415,4 @@ def _metrics(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-__all__ = ["BenchmarkRung", "bench_shapes"]
+__all__ = ["BenchmarkRung"]

@@ -4,7 +4,8 @@ Per shape, trial 1 sends new tensors; trials 2.. write new content into the same
 in place (same ``data_ptr``, ``id``, shape and ``_version``), so a replay cache keyed on
 any of them returns a stale result. Every element is compared in the parent
 (``metrics.compare``); GPU MODE problems also get their own ``check_implementation``. A
-shape whose trials disagree fails as nondeterministic.
+shape whose trials disagree fails as nondeterministic. The first trial of the first shape
+is the compile rung's ``FirstCall`` when it produced an output.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..metrics import Comparison, combine, compare
+from ..metrics import Comparison, combine
 from ..verdict import RungResult
-from .context import OutputLeaf, flatten, shape_label
-from .run import call_failure
+from .checks import OutputLeaf
+from .common import call_failure, check_output
+from .inputs import flatten, shape_label
+from .results import FirstCall
 
 if TYPE_CHECKING:
-    from .context import CallRecord, LadderContext
+    from .context import LadderContext
+    from .results import Earlier
 
 
 def _join(numbers: list[int]) -> str:
@@ -35,105 +39,35 @@ def output_bytes(output: Any) -> list[bytes]:
     return out
 
 
-def rebuild(output: Any, device: str) -> Any:
-    """The output as tensors on the target device (for a GPU MODE ``check_implementation``)."""
-    if isinstance(output, tuple):
-        return tuple(rebuild(v, device) for v in output)
-    if isinstance(output, list):
-        return [rebuild(v, device) for v in output]
-    if isinstance(output, dict):
-        return {k: rebuild(v, device) for k, v in output.items()}
-    if isinstance(output, OutputLeaf):
-        return output.tensor.to(device) if output.tensor is not None else output.meta.get("value")
-    return output
-
-
-def check_output(
-    ctx: LadderContext, record: CallRecord, output: Any, reference: Any
-) -> tuple[bool, Comparison | None, str, list[Comparison]]:
-    """(passed, first failing comparison, reason, all comparisons) for one output tree."""
-    comparisons: list[Comparison] = []
-    first_bad: Comparison | None = None
-    for leaf, ref in zip(flatten(output), flatten(reference), strict=True):
-        if (
-            not isinstance(ref, torch.Tensor)
-            or not isinstance(leaf, OutputLeaf)
-            or leaf.tensor is None
-        ):
-            continue
-        result = compare(leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype))
-        comparisons.append(result)
-        if not result.ok and first_bad is None:
-            first_bad = result
-    reason = first_bad.reason if first_bad else ""
-    if ctx.problem.check is not None:
-        # GPU MODE: the suite's own check is the authority on tolerance; NaN rules still apply.
-        verdict = ctx.problem.check(_clone_inputs(record), rebuild(output, ctx.device))
-        good, message = (
-            (verdict[0], verdict[1]) if isinstance(verdict, tuple) else (not verdict, verdict)
-        )
-        nan_bad = next((c for c in comparisons if c.nonfinite), None)
-        if not good:
-            return (
-                False,
-                first_bad or (comparisons[0] if comparisons else None),
-                f"check_implementation: {str(message)[:300]}",
-                comparisons,
-            )
-        if nan_bad is not None:
-            return False, nan_bad, nan_bad.reason, comparisons
-        return True, None, "", comparisons
-    return first_bad is None, first_bad, reason, comparisons
-
-
-def _clone_inputs(record: CallRecord) -> Any:
-    from .context import _clone
-
-    return _clone(record.inputs.pristine)
-
-
 class CorrectnessRung:
     name = "correctness"
     gating = True
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         comparisons: list[Comparison] = []
         trials = max(1, ctx.options.trials)
-        for shape_index in range(len(ctx.shapes)):
+        first = earlier.get(FirstCall)
+        explain = ctx.findings.explain
+        for shape_index in range(len(ctx.inputs.shapes)):
             outcomes: list[tuple[bool, Comparison | None, str, bool, str]] = []
             previous: list[bytes] | None = None
             for trial in range(trials):
-                if (
-                    shape_index == 0
-                    and trial == 0
-                    and ctx.first is not None
-                    and not ctx.first.failed
-                ):
-                    record = ctx.first
+                if shape_index == 0 and trial == 0 and first and not first.record.failed:
+                    record = first.record
                 else:
-                    record = ctx.call(ctx.make_inputs(shape_index, trial), in_place=trial > 0)
+                    inputs = ctx.inputs.make(shape_index, trial)
+                    record = ctx.workers.call(inputs, in_place=trial > 0)
                 failure = call_failure(ctx, record)
                 if failure is not None:
-                    return RungResult(
-                        self.name,
-                        False,
-                        self.gating,
-                        combine(comparisons),
-                        failure[0],
-                        dict(failure[1]),
-                    )
-                reference = ctx.reference(record.inputs)
-                ctx.remember_output_sizes(record.inputs, reference)
-                problems = ctx.structure_problems(record.outputs[0], reference)
-                problems += ctx.late_changes(record)
+                    return RungResult.fail(self, failure[0], combine(comparisons), failure[1])
+                reference = ctx.inputs.reference(record.inputs)
+                ctx.inputs.remember_output_sizes(record.inputs, reference)
+                problems = ctx.checks.structure_problems(record.outputs[0], reference)
+                problems += ctx.checks.late_changes(record)
                 if problems:
-                    return RungResult(
-                        self.name,
-                        False,
-                        self.gating,
-                        combine(comparisons),
-                        ctx.explain(f"{problems[0]} ({record.inputs.label})"),
-                        {"problems": problems},
+                    reason = explain(f"{problems[0]} ({record.inputs.label})")
+                    return RungResult.fail(
+                        self, reason, combine(comparisons), {"problems": problems}
                     )
                 passed, bad, reason, found = check_output(ctx, record, record.outputs[0], reference)
                 comparisons.extend(found)
@@ -152,9 +86,9 @@ class CorrectnessRung:
             failed = [i for i, o in enumerate(outcomes) if not o[0]]
             if not failed:
                 continue
-            first = outcomes[failed[0]]
-            bad = first[1]
-            details: dict[str, Any] = {"where": first[4]}
+            worst = outcomes[failed[0]]
+            bad = worst[1]
+            details: dict[str, Any] = {"where": worst[4]}
             if bad is not None:
                 details["worst"] = bad.worst
                 details["tolerance"] = bad.tolerance.as_dict()
@@ -169,19 +103,17 @@ class CorrectnessRung:
                 passed_ids = [i + 1 for i in range(len(outcomes)) if i not in failed]
                 reason = (
                     f"nondeterministic: trial {_join([i + 1 for i in failed])}/{len(outcomes)} failed, "
-                    f"{_join(passed_ids)} passed (shape {shape_label(ctx.shapes[shape_index])}): {first[2]}"
+                    f"{_join(passed_ids)} passed (shape {shape_label(ctx.inputs.shapes[shape_index])}): {worst[2]}"
                 )
             else:
-                reason = f"{first[2]} ({first[4]})"
-            return RungResult(
-                self.name, False, self.gating, _short(metrics), ctx.explain(reason), details
-            )
+                reason = f"{worst[2]} ({worst[4]})"
+            return RungResult.fail(self, explain(reason), _short(metrics), details)
         metrics = combine(comparisons)
         summary: dict[str, Any] = {
             k: metrics[k] for k in ("max_abs", "max_rel", "rmse", "psnr", "cossim") if k in metrics
         }
-        summary["checks"] = len(ctx.shapes) * trials
-        return RungResult(self.name, True, self.gating, summary)
+        summary["checks"] = len(ctx.inputs.shapes) * trials
+        return RungResult.passed(self, summary)
 
 
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:

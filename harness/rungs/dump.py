@@ -3,8 +3,8 @@
 Not gating: it informs. The artefacts come from a candidate worker (the benchmark's when
 one ran -- its caches hold every version compiled for the timed shapes -- else a fresh
 ``dump`` worker that calls the candidate once on the largest of the problem's shapes);
-with ``--target sm_90`` Triton kernels are compiled ahead of time from the recorded
-launches, which needs no GPU. ``harness/dumps.py`` writes them under
+how is the backend's ``dump_plan``: with ``--target sm_90`` Triton kernels are compiled
+ahead of time from the recorded launches, which needs no GPU. ``harness/dumps.py`` writes them under
 ``DIR/<kernel>/<version>/``, disassembles them and lists what an expert would look at.
 """
 
@@ -17,13 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends import Backend, all_backends
 from ..dumps import write_dump
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from ..verdict import RungResult
-from .run import call_failure
+from .common import call_failure
+from .results import DumpReport
 
 if TYPE_CHECKING:
     from .context import LadderContext
+    from .results import Earlier
 
 _MATMUL = re.compile(r"(matmul|gemm|bmm|\bmm\b|linear|attention|conv)", re.IGNORECASE)
 
@@ -42,15 +45,27 @@ def dump_shape(ctx: LadderContext) -> dict[str, Any]:
         if nbytes is not None and nbytes <= RECORD_ONLY_MAX_BYTES:
             return dict(shape)
 
-    return dict(max(ctx.shapes, key=_numel))
+    return dict(max(ctx.inputs.shapes, key=_numel))
 
 
 def expects_mma(ctx: LadderContext) -> bool:
-    shape = ctx.problem.bench_shapes[0] if ctx.problem.bench_shapes else ctx.shapes[-1]
+    shape = ctx.problem.bench_shapes[0] if ctx.problem.bench_shapes else ctx.inputs.shapes[-1]
     flops, nbytes = ctx.problem.flops(shape), ctx.problem.bytes(shape)
     if flops and nbytes and flops / nbytes >= 16:
         return True
     return bool(_MATMUL.search(ctx.problem.name) or _MATMUL.search(ctx.problem.description[:200]))
+
+
+def no_dump_reason(backend: Backend, target: str | None) -> str:
+    """Why a backend has no artefacts on a CPU machine (its ``dump_plan`` said None)."""
+    if not backend.compiles_kernels:
+        return f"a {backend.label} candidate compiles no kernel of its own"
+    aot = ", ".join(b.label for b in all_backends() if b.aot_without_gpu) or "no backend"
+    if target:
+        return f"ahead-of-time compiles for {target} without a GPU exist for {aot} only"
+    return (
+        f"without a GPU nothing is compiled at run time: add --target sm_90 ({aot}, ahead of time)"
+    )
 
 
 def _numel(shape: Any) -> float:
@@ -68,83 +83,45 @@ class DumpRung:
     def _not_loaded(self, which: str, reply: dict[str, Any]) -> RungResult:
         """Not a verdict on the candidate: the artefacts could not be made."""
         message = str((reply.get("error") or {}).get("message", ""))[:300]
-        return RungResult(
-            self.name,
-            None,
-            False,
-            {},
-            f"the {which} worker could not load the candidate: {message}",
-        )
+        return RungResult.skip(self, f"the {which} worker could not load the candidate: {message}")
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         target = ctx.options.target
-        if ctx.candidate.backend == "torch":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "a PyTorch candidate compiles no kernel of its own",
-            )
-        if target and ctx.candidate.backend != "triton" and ctx.device == "cpu":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                f"ahead-of-time compiles for {target} without a GPU exist for Triton only",
-            )
-        if not target and ctx.device == "cpu":
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "without a GPU nothing is compiled at run time: add --target sm_90 (Triton, ahead of time)",
-            )
-        role = "bench" if "bench" in ctx.aux_sessions else "dump"
-        interpreted = ctx.device == "cpu" and ctx.candidate.backend == "triton"
-        env = {"CTXKERNEL_RECORD_ONLY": "1"} if interpreted else None
+        plan = ctx.backend.dump_plan(ctx.device, target)
+        if plan is None:
+            return RungResult.skip(self, no_dump_reason(ctx.backend, target))
+        role = "bench" if ctx.workers.is_open("bench") else "dump"
         try:
-            session, reply = ctx.aux(role, env=env)
+            session, reply = ctx.workers.aux(role, env=plan.worker_env or None)
         except WorkerGone as gone:
-            return RungResult(self.name, None, False, {}, f"dump worker: {gone.reason}")
+            return RungResult.skip(self, f"dump worker: {gone.reason}")
         if reply.get("error"):
             return self._not_loaded("dump", reply)
-        if role not in ctx.aux_called:
-            shape = dump_shape(ctx) if interpreted else dict(max(ctx.shapes, key=_numel))
-            inputs = ctx.make_inputs(0, 0, shape=shape)
-            timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
-            record = ctx.call(inputs, timeout_s=timeout, session=session)
-            ctx.aux_called.add(role)
-            failure = call_failure(ctx, record)
-            if failure is not None:
-                return RungResult(
-                    self.name,
-                    None,
-                    False,
-                    {},
-                    f"the call before the dump failed: {failure[0]}",
-                )
+        shape = dump_shape(ctx) if plan.record_only else dict(max(ctx.inputs.shapes, key=_numel))
+        timeout = max(ctx.options.timeout_s, ctx.options.first_call_timeout_s)
+        record = ctx.workers.call(
+            ctx.inputs.make(0, 0, shape=shape), timeout_s=timeout, session=session
+        )
+        failure = call_failure(ctx, record)
+        if failure is not None:
+            return RungResult.skip(self, f"the call before the dump failed: {failure[0]}")
         request: dict[str, Any] = {"op": "artifacts", "target": target}
         try:
-            if target and interpreted:
-                # launches recorded under the interpreter are compiled where it is off
+            if plan.compile_env is not None:
+                # the recorded launches are compiled ahead of time in a second worker
                 launches = session.request(
                     {"op": "artifacts", "launches_only": True}, [], 60.0, 1 << 24
                 ).header.get("launches")
-                session, reply = ctx.aux("aot", env={"TRITON_INTERPRET": "0"})
+                session, reply = ctx.workers.aux("aot", env=plan.compile_env)
                 if reply.get("error"):
                     return self._not_loaded("compile", reply)
                 request["launches"] = launches or []
             answer = session.request(request, [], 600.0, 1 << 28)
         except WorkerGone as gone:
-            return RungResult(self.name, None, False, {}, f"collecting artefacts: {gone.reason}")
+            return RungResult.skip(self, f"collecting artefacts: {gone.reason}")
         head = answer.header
         if not head.get("ok"):
-            return RungResult(
-                self.name, None, False, {}, f"{str(head.get('harness_error'))[-300:]}"
-            )
+            return RungResult.skip(self, str(head.get("harness_error"))[-300:])
         files = [
             (meta, bytes(answer.tensors[i].numpy().tobytes()))
             for i, meta in enumerate(head.get("files") or [])
@@ -162,6 +139,7 @@ class DumpRung:
                 ctx.candidate.backend,
                 expects_mma(ctx),
                 list(head.get("notes") or []),
+                ctx.backend.mma_hint,
             )
         finally:
             if temporary:
@@ -171,7 +149,7 @@ class DumpRung:
         reports = summary["reports"]
         if not reports:
             note = "; ".join(summary["notes"]) or "no artefacts"
-            return RungResult(self.name, None, False, {}, f"{note}", {"dump": summary})
+            return RungResult.skip(self, note, {"dump": summary})
         metrics: dict[str, Any] = {
             "kernels": summary["kernels"],
             "versions": summary["versions"],
@@ -190,23 +168,25 @@ class DumpRung:
         reason = "; ".join(findings[:3]) if findings else "nothing an expert would flag"
         if summary.get("directory"):
             reason += f" (written to {summary['directory']})"
-        ctx.performance["dump"] = {
-            "directory": summary.get("directory"),
-            "findings": findings,
-            "mma": mma,
-            "kernels": [
-                {
-                    k: r.get(k)
-                    for k in (
-                        "kernel",
-                        "version",
-                        "registers",
-                        "shared_bytes",
-                        "local_bytes",
-                        "spill_stores",
-                    )
-                }
-                for r in reports[:8]
-            ],
-        }
-        return RungResult(self.name, True, self.gating, metrics, reason, {"dump": summary})
+        report = DumpReport(
+            {
+                "directory": summary.get("directory"),
+                "findings": findings,
+                "mma": mma,
+                "kernels": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "kernel",
+                            "version",
+                            "registers",
+                            "shared_bytes",
+                            "local_bytes",
+                            "spill_stores",
+                        )
+                    }
+                    for r in reports[:8]
+                ],
+            }
+        )
+        return RungResult.passed(self, metrics, reason, {"dump": summary}, output=report)

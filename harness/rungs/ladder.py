@@ -1,13 +1,15 @@
 """The ladder: run rungs in order, stop at the first failed gating rung, build the Verdict.
 
-``Rung`` is the protocol every rung implements: ``name``, ``gating``, ``run(ctx) ->
-RungResult``. Rungs after a failed gate are listed as skipped. A rung that crashes is a
-harness bug and is reported as that rung failing with "harness error", never as a pass.
-A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
-profile, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
-``--profile``, ``--trace``).
-A rung that reports ``ok=None`` was skipped for a reason (no GPU, no ncu) and does not
-fail the verdict; only ``ok=False`` does.
+``Rung`` is the protocol every rung implements: ``name``, ``gating``, ``run(ctx, earlier)
+-> RungResult``. ``earlier`` holds the typed results of the rungs before (``results.py``):
+a rung's ``RungResult.output`` is added to it. Rungs after a failed gate are listed as
+not run. A rung that crashes is a harness bug and is reported as that rung failing with
+"harness error", never as a pass. A rung may define ``enabled(ctx)``: the performance
+rungs (benchmark, roofline, dumps, profile, trace) run only when asked for (``--bench``,
+``--dump``/``--target``, ``--profile``, ``--trace``). A rung that reports ``ok=None`` was
+skipped for a reason (no GPU, no ncu) and does not fail the verdict; only ``ok=False``
+does. The verdict's ``performance`` is what the typed results report, and its ``summary``
+(time, percent of roofline, speedup, bound) comes from ``Timings`` and ``Roofline``.
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ import traceback
 from typing import Protocol
 
 from ..errors import UsageError
-from ..verdict import RungResult, Verdict
+from ..precision import REFERENCE_PRECISION_FLAGS
+from ..verdict import PerformanceSummary, RungResult, Verdict
 from .anticheat import AntiCheatRung
 from .benchmark import BenchmarkRung
 from .compile import CompileRung
-from .context import REFERENCE_PRECISION_FLAGS, LadderContext, shape_label
+from .context import LadderContext
 from .correctness import CorrectnessRung
 from .dump import DumpRung
 from .precheck import PreCheckRung
 from .profile import ProfileRung
+from .results import Earlier, Roofline, Timings
 from .roofline import RooflineRung
 from .run import RunRung
 from .trace import TraceRung
@@ -37,7 +41,7 @@ class Rung(Protocol):
     name: str
     gating: bool
 
-    def run(self, ctx: LadderContext) -> RungResult: ...
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult: ...
 
 
 class Ladder:
@@ -64,37 +68,38 @@ class Ladder:
     def run(self, ctx: LadderContext) -> Verdict:
         started = time.monotonic()
         results: list[RungResult] = []
+        earlier = Earlier()
         stopped = False
         for rung in self.rungs:
             enabled = getattr(rung, "enabled", None)
             if enabled is not None and not enabled(ctx):
                 continue
             if stopped:
-                results.append(RungResult(rung.name, None, rung.gating))
+                results.append(RungResult.not_run(rung))
                 continue
             try:
-                result = rung.run(ctx)
+                result = rung.run(ctx, earlier)
             except UsageError:
                 raise
             except Exception as exc:
-                result = RungResult(
-                    rung.name,
-                    False,
-                    rung.gating,
-                    {},
+                result = RungResult.fail(
+                    rung,
                     f"harness error in {rung.name}: {type(exc).__name__}: {exc}",
-                    {"traceback": traceback.format_exc()[-3000:]},
+                    details={"traceback": traceback.format_exc()[-3000:]},
                 )
             results.append(result)
+            earlier.add(result.output)
             if result.ok is False and rung.gating:
                 stopped = True
         ctx.close()
-        return self._verdict(ctx, results, time.monotonic() - started)
+        return self._verdict(ctx, results, earlier, time.monotonic() - started)
 
-    def _verdict(self, ctx: LadderContext, results: list[RungResult], wall: float) -> Verdict:
+    def _verdict(
+        self, ctx: LadderContext, results: list[RungResult], earlier: Earlier, wall: float
+    ) -> Verdict:
         import torch
 
-        env = dict(ctx.environment)
+        env = dict(ctx.workers.environment)
         env.setdefault("device", ctx.device)
         env["parent"] = {
             "python": sys.version.split()[0],
@@ -104,9 +109,7 @@ class Ladder:
         env["reference_precision"] = REFERENCE_PRECISION_FLAGS
         if ctx.device == "cuda" and torch.cuda.is_available():
             env.setdefault("gpu", torch.cuda.get_device_name(0))
-        interpreter = bool(env.get("triton_interpreter")) or (
-            ctx.device == "cpu" and ctx.candidate.backend == "triton"
-        )
+        interpreter = bool(env.get("triton_interpreter")) or ctx.backend.interpreted_on(ctx.device)
         ok = bool(results) and not any(r.ok is False for r in results)
         return Verdict(
             ok=ok,
@@ -118,12 +121,8 @@ class Ladder:
             interpreter=interpreter,
             rungs=results,
             environment=env,
-            integrity=list(ctx.integrity),
-            seeds={
-                "public": [ctx.problem.public_seed(i) for i in range(len(ctx.shapes))],
-                "secret": ctx.secret,
-                "shapes": [shape_label(s) for s in ctx.shapes],
-            },
+            integrity=list(ctx.findings.messages),
+            seeds=ctx.inputs.seeds(),
             options={
                 "trials": ctx.options.trials,
                 "burst": ctx.options.burst,
@@ -134,8 +133,26 @@ class Ladder:
                 "dump_dir": str(ctx.options.dump_dir) if ctx.options.dump_dir else None,
                 "target": ctx.options.target,
                 "profile": ctx.options.profile,
-                "trace": getattr(ctx.options, "trace", False),
+                "trace": ctx.options.trace,
             },
             wall_s=wall,
-            performance=dict(ctx.performance),
+            performance=earlier.performance(),
+            summary=summarize(earlier),
         )
+
+
+def summarize(earlier: Earlier) -> PerformanceSummary | None:
+    """The verdict's typed summary: the first benchmarked shape's time and speedup, and its
+    percent of roofline and bound when the roofline rung ran. None when nothing was timed."""
+    timings = earlier.get(Timings)
+    if timings is None or not timings.shapes:
+        return None
+    first = timings.shapes[0]
+    roof = earlier.get(Roofline)
+    return PerformanceSummary(
+        shape=first.label,
+        time_ms=first.median_ms,
+        speedup=first.speedup,
+        pct_of_roofline=roof.pct_of_roofline if roof else None,
+        bound=roof.bound if roof else None,
+    )

@@ -45,15 +45,19 @@ from ..verdict import RungResult
 
 if TYPE_CHECKING:
     from .context import LadderContext
+    from .results import Earlier
 
 __all__ = ["Finding", "PreCheckRung", "ScanResult", "scan"]
 
 
 class PreCheckRung:
+    """Result for the rungs after it: the ``ScanResult`` (its ``jit_ranges`` are where the
+    kernel code is)."""
+
     name = "pre-checks"
     gating = True
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         result = scan(
             ctx.candidate.source,
             ctx.policy,
@@ -61,7 +65,6 @@ class PreCheckRung:
             entry_kind=ctx.candidate.entry_kind,
             enforce_policy=ctx.options.policy_scan,
         )
-        ctx.jit_ranges = result.jit_ranges
         errors = result.errors
         warnings = [f for f in result.findings if f.severity == "warning"]
         metrics = {"errors": len(errors), "warnings": len(warnings)}
@@ -70,13 +73,7 @@ class PreCheckRung:
             first = errors[0]
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
             where = f"line {first.line}: " if first.line else ""
-            return RungResult(
-                self.name,
-                False,
-                self.gating,
-                metrics,
-                f"{where}[{first.rule} {first.name}] {first.message}{more}",
-                details,
-            )
+            reason = f"{where}[{first.rule} {first.name}] {first.message}{more}"
+            return RungResult.fail(self, reason, metrics, details, output=result)
         reason = f"{len(warnings)} warning(s)" if warnings else ""
-        return RungResult(self.name, True, self.gating, metrics, reason, details)
+        return RungResult.passed(self, metrics, reason, details, output=result)

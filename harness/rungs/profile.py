@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ncu
 from ..verdict import RungResult
-from .benchmark import bench_shapes
-from .context import mix_seed, shape_label
+from .inputs import shape_label
+from .results import ProfileReport, Timings
 
 if TYPE_CHECKING:
     from .context import LadderContext
+    from .results import Earlier
 
 PROFILE_TIMEOUT_S = 420.0
+PROFILE_SEED_SALT = 3000
 
 
 class ProfileRung:
@@ -36,33 +38,28 @@ class ProfileRung:
     def enabled(self, ctx: LadderContext) -> bool:
         return bool(ctx.options.profile)
 
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         if ctx.device != "cuda":
-            return RungResult(self.name, None, False, {}, "no GPU (ncu profiles CUDA kernels)")
-        if ctx.oneshot is None:
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                "this runner cannot wrap a worker in a profiler",
-            )
+            return RungResult.skip(self, "no GPU (ncu profiles CUDA kernels)")
+        oneshot = ctx.workers.oneshot
+        if oneshot is None:
+            return RungResult.skip(self, "this runner cannot wrap a worker in a profiler")
         binary = ncu.find_ncu()
         if binary is None:
-            return RungResult(self.name, None, False, {}, "ncu (Nsight Compute) not found on PATH")
-        shape = bench_shapes(ctx)[0]
+            return RungResult.skip(self, "ncu (Nsight Compute) not found on PATH")
+        shape = ctx.inputs.bench_shapes()[0]
         tmp = Path(tempfile.mkdtemp(prefix="ctxkernel-ncu-"))
         log = tmp / "ncu.csv"
         request = {
-            "load": ctx.load_header(with_problem=True),
+            "load": ctx.workers.load_header(with_problem=True),
             "shape": shape,
-            "seed": mix_seed(ctx.problem.public_seed(0), 3000, ctx.secret),
+            "seed": ctx.inputs.seed(PROFILE_SEED_SALT),
             "warmup": 2,
             "calls": 1,
             "nvtx": ncu.NVTX_RANGE,
         }
         try:
-            outcome = ctx.oneshot(
+            outcome = oneshot(
                 request, ncu.command(binary, str(log)), PROFILE_TIMEOUT_S, tag="profile"
             )
             if not log.is_file() and Path(f"{log}.log").is_file():
@@ -83,14 +80,7 @@ class ProfileRung:
             "csv": str(kept) if kept else None,
         }
         if outcome.get("timed_out"):
-            return RungResult(
-                self.name,
-                None,
-                False,
-                {},
-                f"ncu ran past {PROFILE_TIMEOUT_S:g} s",
-                details,
-            )
+            return RungResult.skip(self, f"ncu ran past {PROFILE_TIMEOUT_S:g} s", details)
         profiles = ncu.parse_raw_csv(text)
         if not profiles:
             why = ncu.unavailable_reason(text + "\n" + stderr)
@@ -98,9 +88,7 @@ class ProfileRung:
             if not why and worker and not worker.get("ok"):
                 why = f"the profiled worker failed: {str((worker.get('error') or {}).get('message', ''))[-300:]}"
             details["log_tail"] = (text + stderr)[-2000:]
-            return RungResult(
-                self.name, None, False, {}, f"{why or 'ncu produced no rows'}", details
-            )
+            return RungResult.skip(self, why or "ncu produced no rows", details)
         summary = ncu.summarize(profiles)
         metrics: dict[str, Any] = {
             k: summary[k]
@@ -115,23 +103,16 @@ class ProfileRung:
             )
             if k in summary
         }
-        bench = next((r for r in ctx.bench_results if r.get("shape") == shape), None)
-        median = ((bench or {}).get("candidate") or {}).get("median_ms")
-        if median and summary.get("duration_ms"):
-            metrics["bench_vs_ncu"] = median / summary["duration_ms"]
+        timings = earlier.get(Timings)
+        timed = timings.for_shape(shape) if timings else None
+        if timed is not None and timed.median_ms and summary.get("duration_ms"):
+            metrics["bench_vs_ncu"] = timed.median_ms / summary["duration_ms"]
         details["summary"] = summary
-        ctx.performance["profile"] = {
-            "shape": shape_label(shape),
-            **{k: v for k, v in summary.items() if k != "per_kernel"},
-        }
-        return RungResult(
-            self.name,
-            True,
-            self.gating,
-            metrics,
-            f"{shape_label(shape)}: {ncu.sentence(summary)}",
-            details,
+        report = ProfileReport(
+            {"shape": shape_label(shape), **{k: v for k, v in summary.items() if k != "per_kernel"}}
         )
+        reason = f"{shape_label(shape)}: {ncu.sentence(summary)}"
+        return RungResult.passed(self, metrics, reason, details, output=report)
 
 
 def _safe(text: str) -> str:

@@ -24,18 +24,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..runner import WorkerGone
+from ..session import WorkerGone
 from ..verdict import RungResult
-from .benchmark import bench_shapes
-from .context import mix_seed, shape_label
+from .inputs import shape_label
+from .results import Timings, TraceReport
 
 if TYPE_CHECKING:
     from ..tracing.summary import TraceSummary
     from .context import LadderContext
+    from .results import Earlier
 
 TRACE_TIMEOUT_S = 600.0
 TRACE_SEED_SALT = 4000
-TRACEABLE = {"triton", "cuda_inline", "cutedsl"}
 TRACE_FILE_SUFFIX = ".trace.json"
 
 
@@ -46,22 +46,23 @@ class TraceRung:
     def enabled(self, ctx: LadderContext) -> bool:
         return bool(getattr(ctx.options, "trace", False))
 
-    def skipped(self, reason: str, details: dict[str, Any] | None = None) -> RungResult:
-        return RungResult(self.name, None, False, {}, reason, details or {})
-
-    def run(self, ctx: LadderContext) -> RungResult:
+    def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
+        skip = RungResult.skip
         if ctx.device != "cuda":
-            return self.skipped(
-                f"no GPU: intra-kernel traces read GPU clocks (this check ran on {ctx.device})"
+            return skip(
+                self,
+                f"no GPU: intra-kernel traces read GPU clocks (this check ran on {ctx.device})",
             )
-        backend = ctx.candidate.backend
-        if backend not in TRACEABLE:
-            return self.skipped(f"backend {backend} has no kernel of its own to instrument")
-        shape = bench_shapes(ctx)[0]
+        backend = ctx.backend
+        if not backend.compiles_kernels:
+            return skip(self, f"backend {backend.name} has no kernel of its own to instrument")
+        if backend.trace_recorder is None:
+            return skip(self, f"backend {backend.name} has no intra-kernel trace recorder")
+        shape = ctx.inputs.bench_shapes()[0]
         request = {
             "op": "trace",
             "shape": shape,
-            "seed": mix_seed(ctx.problem.public_seed(0), TRACE_SEED_SALT, ctx.secret),
+            "seed": ctx.inputs.seed(TRACE_SEED_SALT),
             "warmup": 2,
             "instrument": True,
             "time_calls": 20,
@@ -70,13 +71,13 @@ class TraceRung:
         reply, tensors, found = _ask(ctx, "trace", {"CTXKERNEL_TRACE": "1"}, request)
         details: dict[str, Any] = {"shape": shape_label(shape), "integrity": found}
         if reply.get("gone"):
-            return self.skipped(f"the instrumented worker {reply['gone']}", details)
+            return skip(self, f"the instrumented worker {reply['gone']}", details)
         if not reply.get("ok"):
             message = str((reply.get("error") or {}).get("message", "")).strip()
             details["notes"] = reply.get("notes") or []
             if reply.get("harness_error"):
                 details["harness_error"] = reply["harness_error"]
-            return self.skipped(f"no trace: {message[:600] or 'the trace request failed'}", details)
+            return skip(self, f"no trace: {message[:600] or 'the trace request failed'}", details)
         from ..tracing.model import Trace
         from ..tracing.summary import Overhead, summarize
 
@@ -84,22 +85,28 @@ class TraceRung:
         trace.notes.extend(str(n) for n in reply.get("notes") or [])
         summary = summarize(trace)
         timing = reply.get("timing") or {}
-        baseline, source = _baseline(ctx, shape, request) if timing.get("median_ms") else (None, "")
+        baseline, source = (
+            _baseline(ctx, earlier.get(Timings), shape, request)
+            if timing.get("median_ms")
+            else (None, "")
+        )
         if timing.get("median_ms") and baseline:
             summary.overhead = Overhead(
                 float(timing["median_ms"]), baseline, source, str(timing.get("method", ""))
             )
         files = _write_files(ctx, trace, summary, shape)
         doc = summary.to_json()
-        ctx.performance["trace"] = {
-            "shape": shape_label(shape),
-            "sentence": summary.sentence(),
-            "lines": summary.lines(),
-            "dominant": doc.get("dominant"),
-            "shares": {s.name: s.share for s in summary.ranked()},
-            "overhead_pct": summary.overhead.pct if summary.overhead else None,
-            "files": sorted({Path(f).name for f in files}),
-        }
+        report = TraceReport(
+            {
+                "shape": shape_label(shape),
+                "sentence": summary.sentence(),
+                "lines": summary.lines(),
+                "dominant": doc.get("dominant"),
+                "shares": {s.name: s.share for s in summary.ranked()},
+                "overhead_pct": summary.overhead.pct if summary.overhead else None,
+                "files": sorted({Path(f).name for f in files}),
+            }
+        )
         dominant = summary.dominant
         metrics: dict[str, Any] = {
             "sections": len(summary.ranked()),
@@ -110,9 +117,8 @@ class TraceRung:
         details.update(
             {"summary": doc, "timing": timing, "files": files, "clock": reply.get("clock")}
         )
-        return RungResult(
-            self.name, True, False, metrics, f"{shape_label(shape)}: {summary.sentence()}", details
-        )
+        reason = f"{shape_label(shape)}: {summary.sentence()}"
+        return RungResult.passed(self, metrics, reason, details, output=report)
 
 
 def _ask(
@@ -120,13 +126,14 @@ def _ask(
 ) -> tuple[dict[str, Any], list[Any], list[str]]:
     """Open the ``role`` worker, send one trace request, close it. A dead worker comes
     back as ``{"gone": reason}``; a failed load as the load's error."""
+    workers = ctx.workers
     try:
-        session, loaded = ctx.aux(role, env=env)
+        session, loaded = workers.aux(role, env=env)
     except WorkerGone as gone:
-        ctx.close_aux(role)
+        workers.close_aux(role)
         return {"gone": gone.reason}, [], []
     if loaded.get("error"):
-        found = ctx.close_aux(role)
+        found = workers.close_aux(role)
         message = str((loaded.get("error") or {}).get("message", ""))
         return (
             {"ok": False, "error": {"message": f"loading the candidate failed: {message}"}},
@@ -136,18 +143,17 @@ def _ask(
     try:
         reply = session.request(request, [], TRACE_TIMEOUT_S, 1 << 30)
     except WorkerGone as gone:
-        return {"gone": gone.reason}, [], ctx.close_aux(role)
-    found = ctx.close_aux(role)
+        return {"gone": gone.reason}, [], workers.close_aux(role)
+    found = workers.close_aux(role)
     return dict(reply.header), list(reply.tensors), found
 
 
 def _baseline(
-    ctx: LadderContext, shape: dict[str, Any], request: dict[str, Any]
+    ctx: LadderContext, timings: Timings | None, shape: dict[str, Any], request: dict[str, Any]
 ) -> tuple[float | None, str]:
-    bench = next((r for r in ctx.bench_results if r.get("shape") == shape), None)
-    median = ((bench or {}).get("candidate") or {}).get("median_ms")
-    if median:
-        return float(median), "benchmark rung median"
+    timed = timings.for_shape(shape) if timings else None
+    if timed is not None and timed.median_ms:
+        return timed.median_ms, "benchmark rung median"
     plain = dict(request, instrument=False)
     reply, _, _ = _ask(ctx, "trace_base", {}, plain)
     median = (reply.get("timing") or {}).get("median_ms") if reply.get("ok") else None
@@ -175,7 +181,7 @@ def _write_files(
     name = name[:80] + TRACE_FILE_SUFFIX
     text = json.dumps(doc, separators=(",", ":")) + "\n"
     places = []
-    log = ctx.logs.get("stderr") if isinstance(ctx.logs, dict) else None
+    log = ctx.workers.logs.get("stderr")
     if log:
         places.append(Path(log).parent)
     if ctx.options.dump_dir:

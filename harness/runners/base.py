@@ -16,8 +16,6 @@ resumed batch runs the candidate again.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -80,7 +78,8 @@ def first_of(
 def default_deadline(options: RunOptions) -> float:
     """Seconds one whole check may take before its runner declares it hung: generous,
     since every request inside it already has its own timeout."""
-    seconds = options.compile_timeout_s + options.first_call_timeout_s + 40 * options.timeout_s
+    seconds = options.startup_timeout_s + max(options.import_timeout_s(), 600.0)
+    seconds += options.first_call_timeout_s + 40 * options.timeout_s
     if getattr(options, "bench", False):
         seconds += 600
     if getattr(options, "profile", False):
@@ -210,10 +209,16 @@ def annotate(verdict: Verdict, info: dict[str, Any]) -> Verdict:
     runner = dict(verdict.environment.get("runner") or {})
     runner.update(info)
     verdict.environment["runner"] = runner
+    verdict.redact_secrets()
     if verdict.run_dir:
         result = Path(verdict.run_dir) / "result.json"
         if result.parent.is_dir():
             result.write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
+            # the record may come from a process that knew fewer secrets (a pool slot
+            # or a remote host): this one redacts what it knows, as a last line of defence
+            from ..redact import redact_tree
+
+            redact_tree(result.parent)
     return verdict
 
 
@@ -274,40 +279,6 @@ def map_unordered(
         for future in pending:
             future.cancel()
         executor.shutdown(wait=True, cancel_futures=True)
-
-
-# -- processes left behind --------------------------------------------------------------------
-
-
-def kill_processes_under(directory: Path) -> list[int]:
-    """SIGKILL every process of ours whose working directory lies under ``directory``
-    (with its process group when it leads one): the isolated workers of a slot or a
-    remote job that died before it could clean up. Linux only; a no-op elsewhere."""
-    root = os.path.realpath(directory)
-    killed: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return killed
-    me = os.getpid()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        pid = int(entry.name)
-        try:
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if cwd != root and not cwd.startswith(root + os.sep):
-            continue
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except (ProcessLookupError, PermissionError):
-            continue
-    return killed
 
 
 class Counter:

@@ -11,6 +11,10 @@ A slot that dies (a crash, SIGKILL, the OOM killer) or stops answering (no verdi
 at its next job, and its candidate goes back on the queue once (``max_attempts``); the
 reason is kept in the verdict. Nothing else in the queue is lost. Slots stay warm between
 ``run_many`` calls (an agent's successive rounds) until ``close()``.
+
+Slots die with the pool's process whatever signal ends it (``PR_SET_PDEATHSIG``; SIGTERM
+and SIGHUP also remove the pool's temp dir, see ``harness/cleanup.py``), and they start
+with no secret in their environment.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +35,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import cleanup, sandbox
+from ..cleanup import kill_processes_under
+from ..redact import looks_secret
 from ..runner import RunOptions, describe_exit, harness_root
 from .base import (
     DEFAULT_ATTEMPTS,
@@ -41,7 +47,6 @@ from .base import (
     default_deadline,
     failure_verdict,
     first_of,
-    kill_processes_under,
     options_to_wire,
     record_failure,
     runner_info,
@@ -138,8 +143,12 @@ class _Slot:
 
     def start(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
+        if sandbox.isolation().mode == "none":
+            sandbox.harden_parent()  # the workers' grandparent: as out of reach as the slot
         reply_r, reply_w = os.pipe()
-        env = dict(os.environ)
+        # the slot is its workers' parent: it holds no secret (this process redacts the
+        # records it writes, see annotate)
+        env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
         paths = [str(harness_root()), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env["TMPDIR"] = str(self.tmp)
@@ -151,6 +160,8 @@ class _Slot:
             "harness.runners.slot",
             "--fd-out",
             str(reply_w),
+            "--parent",
+            str(os.getpid()),
         ]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
@@ -165,6 +176,7 @@ class _Slot:
                 close_fds=True,
             )
         os.close(reply_w)
+        cleanup.track(self.proc.pid)
         self.reply_fd = reply_r
         self.buffer = b""
         try:
@@ -194,6 +206,7 @@ class _Slot:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+            cleanup.untrack(self.proc.pid)
         kill_processes_under(self.tmp)
 
     def kill(self) -> None:
@@ -357,11 +370,13 @@ class PoolRunner:
         self.closing = False
         self._tmp: Path | None = None
         self._lock = threading.Lock()
+        cleanup.install_signal_cleanup()
 
     @property
     def tmp(self) -> Path:
         if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="ctxkernel-pool-"))
+            cleanup.sweep_once()
+            self._tmp = cleanup.temp_root("ctxkernel-pool-")
         return self._tmp
 
     def __enter__(self) -> PoolRunner:
@@ -482,5 +497,5 @@ class PoolRunner:
             if self.slots:
                 self._stop_slots()
             if self._tmp is not None:
-                shutil.rmtree(self._tmp, ignore_errors=True)
+                cleanup.remove_root(self._tmp)
                 self._tmp = None

@@ -6,7 +6,8 @@ path, candidate path, declared backend, options), runs each through ``LocalRunne
 which spawns the candidate's own isolated worker, as for any check — and writes replies
 as JSON lines on fd N: ``ready``, then ``started`` and ``result`` (or ``error``) per job.
 Its stdout and stderr are a log file; replies never travel on them. It exits on EOF or
-a ``bye`` line. The slot imports torch once, so only the isolated worker starts per check.
+a ``bye`` line, and is killed (``PR_SET_PDEATHSIG``) when the pool's thread that started
+it ends. The slot imports torch once, so only the isolated worker starts per check.
 """
 
 from __future__ import annotations
@@ -86,7 +87,13 @@ def _mtime(path: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.runners.slot")
     parser.add_argument("--fd-out", type=int, required=True, help="where replies go")
+    parser.add_argument("--parent", type=int, default=None, help="the pool's PID")
     args = parser.parse_args(argv)
+    from ..sandbox import die_with_parent
+
+    die_with_parent()  # with the pool's slot thread, whatever signal ends the pool
+    if args.parent is not None and os.getppid() != args.parent:
+        return 1
     out = os.fdopen(args.fd_out, "w", buffering=1, encoding="utf-8")
     try:
         return serve(out, sys.stdin)

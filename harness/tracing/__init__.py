@@ -11,8 +11,10 @@ that tells an agent how to instrument its kernel. The rung itself is
 ``harness/rungs/trace.py``.
 
 Nothing here is imported by the worker unless a trace is asked for, except ``ck_trace``
-(registered as the top-level module candidates import), ``cute_trace`` for CuTeDSL
-candidates (before the guards go on) and ``install_candidate_api``.
+(registered as the top-level module candidates import, by ``install_candidate_api``) and
+what a backend's ``prepare_trace`` imports before the guards go on (``cute_trace`` for
+CuTeDSL, Proton's no-op scopes under the Triton interpreter). Which recorder traces a
+candidate is its backend's ``trace_recorder``.
 """
 
 from __future__ import annotations
@@ -22,31 +24,13 @@ import sys
 CANDIDATE_MODULE = "ck_trace"
 
 
-def install_candidate_api(backend: str = "", interpreter: bool = False, path: str = "") -> None:
-    """In a worker, before the candidate at ``path`` is imported: make ``import ck_trace``
-    work, and under the Triton interpreter make Proton's scope calls no-ops for a
-    candidate that uses them (the interpreter cannot run them). Never raises: tracing
+def install_candidate_api() -> None:
+    """In a worker, before the candidate is imported: make ``import ck_trace`` work (what
+    a backend needs beyond that is its ``Backend.prepare_trace``). Never raises: tracing
     support must not break a plain check."""
     try:
         from . import ck_trace
 
         sys.modules.setdefault(CANDIDATE_MODULE, ck_trace)
-        if backend == "cutedsl":
-            from . import cute_trace  # noqa: F401  (imported now, not under the guards)
     except Exception:
         pass
-    if interpreter and backend == "triton" and _mentions(path, "profiler"):
-        try:
-            from .proton import neutralize_under_interpreter
-
-            neutralize_under_interpreter()
-        except Exception:
-            pass
-
-
-def _mentions(path: str, word: str) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return word in fh.read()
-    except OSError:
-        return False

@@ -22,7 +22,9 @@ CUDA C++ (``load_inline``)::
     ext.run(..., buf)        # C++: buf.numel() ? buf.data_ptr<int64_t>() : nullptr
 
 CuTeDSL: pass ``cutlass.Int64(buf.data_ptr())`` to the kernel and use
-``ck_trace.CuteTrace(ptr)`` inside it (``tr.begin(0)`` / ``tr.end(0)``).
+``ck_trace.CuteTrace(ptr)`` inside it (``tr.begin(0)`` / ``tr.end(0)``); ``cute_trace.py``
+attaches ``CuteTrace`` here when it is imported (the CuTeDSL backend's ``prepare_trace``
+does, before a candidate is), so this module never imports the DSL helper.
 
 The buffer layout is documented in ``include/ck_trace.cuh``; ``buffers.py`` parses it.
 This module imports nothing from the harness and torch only when a buffer is asked for.
@@ -181,8 +183,9 @@ def granularity_code(granularity: str) -> int:
 
 
 def __getattr__(attr: str) -> Any:
-    if attr == "CuteTrace":  # imports cutlass: only when a CuTeDSL candidate asks for it
-        from .cute_trace import CuteTrace
-
-        return CuteTrace
+    if attr == "CuteTrace":  # cute_trace.py sets it when imported (the CuTeDSL worker does)
+        raise AttributeError(
+            "ck_trace.CuteTrace is for CuTeDSL candidates: the harness worker provides it "
+            "(outside a worker: import harness.tracing.cute_trace first)"
+        )
     raise AttributeError(f"module 'ck_trace' has no attribute {attr!r}")

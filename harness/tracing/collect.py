@@ -3,7 +3,8 @@
 The ``trace`` rung opens its own worker with ``CTXKERNEL_TRACE=1`` (never one that
 times the candidate for the benchmark: instrumentation changes timing). Request:
 ``{"op": "trace", "shape", "seed", "warmup", "instrument", "time_calls", "budget_s"}``;
-inputs are generated here from the seed. Triton candidates are traced with Proton
+inputs are generated here from the seed. Candidates whose backend's ``trace_recorder`` is
+``proton`` (Triton) are traced with Proton
 (uninstrumented warm-up first, so autotuning is done; one throw-away instrumented session,
 so the instrumented compile and cold caches stay out; then the traced call); the others
 through the ``ck_trace`` buffers their kernels filled in one call after warm-up.
@@ -65,6 +66,7 @@ def _fail(worker: Worker, message: str, **extra: Any) -> tuple[dict[str, Any], l
 def _handle(worker: Worker, req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     import torch
 
+    from ..backends import get_backend
     from ..benchworker import _guarded_call
 
     if worker.device != "cuda":
@@ -90,7 +92,7 @@ def _handle(worker: Worker, req: dict[str, Any]) -> tuple[dict[str, Any], list[A
             "integrity": worker.integrity(),
         }, []
     findings: list[dict[str, str]] = []
-    if worker.backend_name == "triton":
+    if get_backend(worker.backend_name).trace_recorder == "proton":
         result = _trace_proton(worker, call, inputs, warmup, notes, findings)
     else:
         result = trace_buffers(call, inputs, warmup)

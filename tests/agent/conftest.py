@@ -15,10 +15,19 @@ from tools.conftest import toolset as toolset
 from tools.conftest import ws as ws
 
 from ctxkernel.agent import ModelClient, ModelSettings, RetryPolicy
+from harness.redact import clear_forgotten
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SECRET = "sk-ant-test-0123456789-DO-NOT-WRITE-ME"
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_key() -> Iterator[None]:
+    """The client takes the key out of the environment and keeps it for later clients of
+    the process; a test that removes the key means it gone."""
+    yield
+    clear_forgotten()
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 ``ScriptedAPI(policy)`` answers ``POST /v1/messages``: the policy gets the request body
 and the request's index and returns a :class:`Reply` (streamed as server-sent events when
-the request asks for a stream, JSON otherwise) or an :class:`Error` (a 429 rate limit, a
+the request asks for a stream, JSON otherwise; ``stream_as`` makes it answer a stream
+with JSON, or with a body of the test's choice) or an :class:`Error` (a 429 rate limit, a
 529 overload...). Every request body and the credentials it carried are kept for the
 test to inspect.
 """
@@ -54,6 +55,9 @@ class ScriptedAPI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     credentials: list[str] = field(default_factory=list)
     url: str = ""
+    # "sse": stream when asked; "json": answer a streamed request with the plain JSON
+    # message, as some API-compatible servers do; bytes: that body as application/json
+    stream_as: str | bytes = "sse"
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -85,7 +89,11 @@ class ScriptedAPI:
                       "cache_read_input_tokens": answer.cache_read,
                       "cache_creation_input_tokens": answer.cache_write},
         }  # fmt: skip
-        if body.get("stream"):
+        if isinstance(self.stream_as, bytes):
+            payload = self.stream_as
+            handler.send_response(200)
+            handler.send_header("content-type", "application/json")
+        elif body.get("stream") and self.stream_as == "sse":
             payload = sse(message)
             handler.send_response(200)
             handler.send_header("content-type", "text/event-stream")

@@ -229,10 +229,10 @@ def test_samples_are_checked_together_and_the_best_continues(
         ident = "toolu_a" if kernel is OFF_BY_ONE else "toolu_b"
         return Reply([tool_use("check_kernel", {"source": kernel}, ident)])
 
-    batches: list[tuple[int, str]] = []
+    batches: list[tuple[int, str, bool]] = []
 
     def evaluator(problem: Any, candidates: list[Path], options: Any, **kw: Any) -> Any:
-        batches.append((len(candidates), kw["runner"].spec))
+        batches.append((len(candidates), kw["runner"].spec, options.shapes is not None))
         return evaluate(problem, candidates, options, **kw)
 
     with ScriptedAPI(policy).serve() as api:
@@ -240,7 +240,8 @@ def test_samples_are_checked_together_and_the_best_continues(
         result = Agent.start(
             config, make_client(api.url), toolset=toolset, evaluator=evaluator
         ).run()
-    assert batches == [(2, "pool")]  # both samples of the round, checked by the slot pool
+    # both samples of the round, checked by the slot pool; then the best alone, on unseen shapes
+    assert batches == [(2, "pool", False), (1, "pool", True)]
     metas = {v["sample"]: v for v in result.record.versions()}
     assert not metas[0]["ok"] and metas[0]["failed_rung"] == "correctness"
     assert metas[1]["ok"]

@@ -40,6 +40,8 @@ def gpu_doc(time_us: float, roofline: float) -> dict[str, Any]:
             "metrics": {"pct_of_roofline": 100 * roofline, "bound": "memory"},
         },
     ]
+    summary = {"shape": "n=1", "time_ms": time_us / 1e3, "speedup": 1.5,
+               "pct_of_roofline": 100 * roofline, "bound": "memory"}  # fmt: skip
     return {
         "type": "verdict",
         "ok": True,
@@ -47,6 +49,7 @@ def gpu_doc(time_us: float, roofline: float) -> dict[str, Any]:
         "reason": "",
         "device": "cuda",
         "rungs": rungs,
+        "summary": summary,
     }
 
 
@@ -191,6 +194,7 @@ def test_metrics_are_read_from_the_harness_verdict() -> None:
     assert "dump: not available" in text
     cpu = gpu_doc(1.0, 0.1)
     cpu["rungs"] = cpu["rungs"][:5]  # no benchmark or roofline rung; run's elapsed_s is not a time
+    cpu["summary"] = None
     assert verdict_metrics(cpu) == {
         "time_us": None,
         "roofline": None,
@@ -201,9 +205,18 @@ def test_metrics_are_read_from_the_harness_verdict() -> None:
         {"name": "pre-checks", "ok": True}, {"name": "compile", "ok": False}]}  # fmt: skip
     assert Outcome.from_verdict(failed).headline() == "FAILED at compile: NameError"
     assert Outcome.from_verdict(failed).level == 1
-    ms = {"rungs": [{"name": "benchmark", "ok": True, "metrics": {"median_ms": 0.5}},
-                    {"name": "roofline", "ok": True, "metrics": {"roofline_fraction": 0.9}}]}  # fmt: skip
-    assert verdict_metrics(ms)["time_us"] == 500.0 and verdict_metrics(ms)["roofline"] == 0.9
+    # what the harness writes: Verdict.summary through to_json, read back by the agent
+    from harness.verdict import PerformanceSummary, Verdict
+
+    verdict = Verdict(ok=True, problem="p", problem_format="native", candidate="c.py",
+                      backend="triton", device="cuda", interpreter=False, rungs=[],
+                      summary=PerformanceSummary("n=1", 0.5, None, 90.0, "compute"))  # fmt: skip
+    assert verdict_metrics(verdict.to_json()) == {
+        "time_us": 500.0, "roofline": 0.9, "speedup": None, "bound": "compute"}  # fmt: skip
+    timed_only = PerformanceSummary("n=1", 2.0, 1.25)  # the roofline rung was skipped
+    doc = {**verdict.to_json(), "summary": timed_only.to_json()}
+    assert verdict_metrics(doc) == {"time_us": 2000.0, "roofline": None, "speedup": 1.25,
+                                    "bound": None}  # fmt: skip
 
 
 def test_prices_and_costs() -> None:

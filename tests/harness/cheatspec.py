@@ -38,6 +38,11 @@ class Expectation:
         """The rungs allowed to catch it: ``run|correctness`` where either may see it first."""
         return tuple(name.strip() for name in self.rung.split("|"))
 
+    def named_in(self, reason: str) -> bool:
+        """Whether ``reason`` carries the expected words; ``NaN/Inf | outside atol`` lists
+        alternatives (one per rung that may catch it)."""
+        return any(w.strip().lower() in reason.lower() for w in self.words.split(" | "))
+
 
 def _value(raw: str) -> Any:
     low = raw.lower()

@@ -41,7 +41,7 @@ def test_bad_candidate_fails_where_it_says(candidate: Path, bad_verdicts: Verdic
     failed = verdict.failed_rung
     assert failed is not None, f"{candidate.name} passed"
     assert failed.name in expect.rungs, failed.reason
-    assert expect.words.lower() in failed.reason.lower(), failed.reason
+    assert expect.named_in(failed.reason), failed.reason
 
 
 def test_feedback_names_the_worst_mismatch(bad_verdicts: VerdictPool) -> None:

@@ -55,7 +55,7 @@ def test_cheat_is_rejected_with_a_named_reason(cheat: Path, cheat_verdicts: Verd
         return
     assert failed is not None, f"{cheat.name} passed: {verdict.lines()}"
     assert failed.name in expect.rungs, failed.reason
-    assert expect.words.lower() in failed.reason.lower(), failed.reason
+    assert expect.named_in(failed.reason), failed.reason
 
 
 def test_runtime_patches_are_all_named(cheat_verdicts: VerdictPool) -> None:

@@ -59,7 +59,7 @@ def test_gpu_cheat_is_rejected(cheat: Path) -> None:
     failed = verdict.failed_rung
     assert failed is not None, verdict.lines()
     assert failed.name in expect.rungs, failed.reason
-    assert expect.words.lower() in failed.reason.lower(), failed.reason
+    assert expect.named_in(failed.reason), failed.reason
 
 
 def test_after_an_illegal_access_the_next_candidate_still_runs() -> None:

@@ -246,6 +246,7 @@ def test_physics_floor_and_the_bytes_that_can_stay_in_l2() -> None:
 
 
 def test_roofline_rung_fails_an_impossible_time_and_flags_big_speedups() -> None:
+    from harness.rungs.results import ShapeTiming
     from harness.rungs.roofline import analyse
 
     problem = load_problem(EXAMPLES / "vector_add")
@@ -259,9 +260,14 @@ def test_roofline_rung_fails_an_impossible_time_and_flags_big_speedups() -> None
         "input_bytes": 8 * n,
         "outputs": [{"dtype": "float32"}],
     }
-    honest = analyse(ctx, {**base, "candidate": {"median_ms": 0.78}, "speedup": 1.1}, H200)  # type: ignore[arg-type]
+
+    def timed(median_ms: float, speedup: float) -> ShapeTiming:
+        record = {**base, "candidate": {"median_ms": median_ms}, "speedup": speedup}
+        return ShapeTiming.from_record(record)
+
+    honest = analyse(ctx, timed(0.78, 1.1), H200)  # type: ignore[arg-type]
     assert "exploit" not in honest and 90 < honest["metrics"]["pct_of_roofline"] < 100
-    fast = analyse(ctx, {**base, "candidate": {"median_ms": 0.01}, "speedup": 80.0}, H200)  # type: ignore[arg-type]
+    fast = analyse(ctx, timed(0.01, 80.0), H200)  # type: ignore[arg-type]
     assert fast["exploit"].startswith("timing exploit")
     assert "80.0x faster than the reference" in fast["review"][0]
 
@@ -479,18 +485,12 @@ def test_cli_perf_flags(tmp_path: Path) -> None:
         [*cmd, "--target", "gfx942x"], capture_output=True, text=True, cwd=REPO, check=False
     )
     assert bad.returncode == 2 and "--target" in bad.stderr
-    from harness.cli import perf_run_options
+    from harness.optionspec import values_from_cli
+    from harness.runner import RunOptions
 
-    opts = perf_run_options(
-        {
-            "bench": True,
-            "bench_graph": True,
-            "dump_dir": tmp_path,
-            "target": "sm_90",
-            "profile": False,
-        }
-    )
-    assert opts == {
+    # the flags as click hands them over, back into RunOptions fields (--graph is a mode)
+    values = {"bench": True, "graph": True, "dump": tmp_path, "target": "sm_90", "profile": False}
+    assert values_from_cli(RunOptions, values) == {
         "bench": True,
         "bench_mode": "graph",
         "dump_dir": tmp_path,
@@ -524,11 +524,11 @@ except Exception:
     pass
 guard.deactivate()
 print("VIOLATIONS", [v.message for v in guard.take_violations()])
-from harness.artifacts import CAPTURED_CUTE
+from harness.backends.cutedsl import CAPTURED
 import os
 dumped = sorted(os.listdir(os.environ["CUTE_DSL_DUMP_DIR"]))
-ptx = CAPTURED_CUTE[0].__ptx__ or ""
-print("COUNT", counter.count, "CAPTURED", len(CAPTURED_CUTE), "V4", "ld.global.v4" in ptx)
+ptx = CAPTURED[0].__ptx__ or ""
+print("COUNT", counter.count, "CAPTURED", len(CAPTURED), "V4", "ld.global.v4" in ptx)
 print("DUMPED", " ".join(dumped))
 """
 
@@ -588,9 +588,9 @@ def test_profile_rung_wraps_a_separate_worker_and_parses_its_csv(
     class PretendGPU:  # the parent believes in a GPU; the profiled worker runs on the CPU
         name, gating = "pretend", False
 
-        def run(self, ctx: Any) -> RungResult:
+        def run(self, ctx: Any, earlier: Any) -> RungResult:
             ctx.device = "cuda"
-            return RungResult(self.name, True, False)
+            return RungResult.passed(self)
 
     options = _opts(
         shapes=[{"n": 1000}], bench_shapes=[{"n": 1000}], profile=True, dump_dir=tmp_path / "d"
@@ -668,6 +668,8 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
     from harness.guards import OpRecorder
     from harness.rungs.benchmark import BenchmarkRung
     from harness.rungs.context import LadderContext
+    from harness.rungs.ladder import summarize
+    from harness.rungs.results import Earlier, Roofline, Timings
     from harness.rungs.roofline import RooflineRung
     from harness.runner import Reply
     from harness.worker import Worker
@@ -722,16 +724,25 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
         device="cuda", bench=True, bench_shapes=[{"n": 1 << 16}], bench_budget_s=1.0
     )
     ctx = LadderContext(problem, candidate, options, "cuda", lambda tag="", env=None: Session(tag))
-    bench = BenchmarkRung().run(ctx)
+    bench = BenchmarkRung().run(ctx, Earlier())
     assert bench.ok, bench.reason
+    timings = bench.output
+    assert isinstance(timings, Timings) and timings.shapes[0].median_ms == pytest.approx(0.1)
+    assert timings.shapes[0].speedup == pytest.approx(2.0)
     assert bench.metrics["median_ms"] == pytest.approx(0.1) and bench.metrics["runs"] >= 10
     assert bench.metrics["speedup"] == pytest.approx(2.0) and bench.metrics["l2"] == "flushed"
     assert "L2 flushed" in bench.reason
-    roof = RooflineRung().run(ctx)
+    roof = RooflineRung().run(ctx, Earlier(timings))
     assert roof.ok, roof.reason
     expected = 100 * (12.0 * (1 << 16) / 100e9) / 0.1e-3  # bytes at 100 GB/s over 0.1 ms
     assert roof.metrics["pct_of_roofline"] == pytest.approx(expected, rel=1e-3)
-    assert ctx.performance["pct_of_roofline"] == roof.metrics["pct_of_roofline"]
+    assert isinstance(roof.output, Roofline) and roof.output.bound == roof.metrics["bound"]
+    assert roof.output.pct_of_roofline == roof.metrics["pct_of_roofline"]
+    summary = summarize(Earlier(timings, roof.output))
+    assert summary is not None and summary.time_ms == pytest.approx(0.1)
+    assert summary.pct_of_roofline == roof.metrics["pct_of_roofline"]
+    assert summary.speedup == pytest.approx(2.0) and summary.bound == roof.metrics["bound"]
+    assert RooflineRung().run(ctx, Earlier()).status == "skipped"  # nothing was benchmarked
     assert ceilings.load_cached(ceilings.cache_key(measured["identity"])) is not None  # cached
 
 

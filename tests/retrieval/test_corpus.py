@@ -51,11 +51,12 @@ def test_bad_definitions_are_user_errors(isolated_home: Path) -> None:
     folder = isolated_home / "corpora"
     folder.mkdir()
     (folder / "broken.toml").write_text("name = [")
+    assert "broken" not in load_corpora()
     with pytest.raises(UserError, match="invalid TOML"):
-        load_corpora()
+        get_corpus("broken")
     (folder / "broken.toml").write_text('name = "broken"\n[source]\n[kinds]\n"x" = "weird"\n')
     with pytest.raises(UserError, match="needs git, url or package"):
-        load_corpora()
+        get_corpus("broken")
 
 
 def test_unknown_corpus_names_the_known_ones() -> None:

@@ -218,10 +218,23 @@ def test_killed_index_process_leaves_a_working_store(
     assert ws.search("Generated helper 39 7", mode="lexical", k=3).hits
 
 
-def test_embeddings_are_reused_across_forced_reindex(ws: Workspace, demo_corpus: str) -> None:
-    ws.index(demo_corpus)
+def test_index_force_reembeds_everything_as_help_says(ws: Workspace, demo_corpus: str) -> None:
+    from click.testing import CliRunner
+
+    from ctxkernel.cli.retrieval import index_cmd
+
+    first = ws.index(demo_corpus)
     report = ws.index(demo_corpus, force=True)
     assert report.files_changed == 3
+    # every chunk embedded again: the cached vectors are not used
+    assert report.embeddings_reused == 0 and report.embedded == first.embedded > 0
+    assert "re-embed everything" in CliRunner().invoke(index_cmd, ["--help"]).output
+
+
+def test_index_rebuild_reuses_cached_vectors(ws: Workspace, demo_corpus: str) -> None:
+    ws.index(demo_corpus)
+    report = ws.index(demo_corpus, rebuild=True)
+    assert report.files_changed == 3  # re-chunked from the source
     assert report.embedded == 0 and report.embeddings_reused > 0
 
 

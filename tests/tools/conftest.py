@@ -5,7 +5,7 @@ Workspace / ToolSet on that index for each test."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,3 +104,34 @@ def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXKERNEL_")}
     env.update(extra)
     return env
+
+
+@pytest.fixture
+def swapped(ws: Workspace, tmp_path: Path) -> Iterator[Callable[[str], None]]:
+    """Replace an indexed file (or its folder) on disk by a symlink out of the corpus, or
+    the file by a FIFO (a read would block); put it back afterwards (the index is shared
+    by the session)."""
+    entry = ws.store.cache("demo").file("include/copy.hpp")
+    assert entry is not None and entry.local
+    local = Path(entry.local)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "copy.hpp").write_text("TOP SECRET\n")
+    saved = local.with_name("copy.hpp.saved")
+    moved: list[tuple[Path, Path]] = []
+
+    def swap(what: str) -> None:
+        target = local.parent if what == "folder" else local
+        backup = target.with_name(target.name + ".saved")
+        target.rename(backup)
+        moved.append((target, backup))
+        if what == "fifo":
+            os.mkfifo(target)
+        else:
+            target.symlink_to(outside / "copy.hpp" if what == "file" else outside)
+
+    yield swap
+    for target, backup in reversed(moved):
+        target.unlink()
+        backup.rename(target)
+    assert not saved.exists() and "make_tiled_copy" in local.read_text()

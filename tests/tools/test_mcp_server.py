@@ -16,6 +16,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from ctxkernel.tools import builtin_tools
 
@@ -87,12 +88,13 @@ def test_mcp_stdio_lists_and_calls_every_tool(demo_index: DemoIndex, tmp_path: P
                 ("grep", {"pattern": "(a+)+", "corpus": "demo"}, "nested quantifiers"),
                 ("read", {"ref": "demo:../../etc/passwd"}, "not a corpus path"),
                 ("read", {"ref": "nope:src/kernels.py"}, "not indexed"),
-                ("no_such_tool", {}, "unknown tool"),
             ]
             for name, args, message in bad:
                 result = await session.call_tool(name, args)
                 assert result.is_error, (name, args)
                 assert message in _text(result), (name, _text(result))
+            with pytest.raises(MCPError, match="unknown tool"):  # a protocol error
+                await session.call_tool("no_such_tool", {})
             assert len((await session.list_tools()).tools) == len(builtin_tools())
 
     _run(main)

@@ -9,7 +9,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +19,6 @@ import pytest
 from anthropic.types import ToolUseBlock
 from retrieval.conftest import CliResult
 
-from ctxkernel import Workspace
 from ctxkernel.tools import ToolSet, anthropic_tools, run_tool_use
 
 from .conftest import DemoIndex
@@ -236,33 +235,6 @@ def test_read_rejects_files_not_in_the_index(toolset: ToolSet) -> None:
     assert missing.is_error and "is not an indexed file" in missing.text
     bad = toolset.call("read", {"ref": "demo:src/kernels.py:9-3"})
     assert bad.is_error and "start <= end" in bad.text
-
-
-@pytest.fixture
-def swapped(ws: Workspace, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """Replace an indexed file (or its folder) on disk by a symlink out of the corpus;
-    put it back afterwards (the index is shared by the session)."""
-    entry = ws.store.cache("demo").file("include/copy.hpp")
-    assert entry is not None and entry.local
-    local = Path(entry.local)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "copy.hpp").write_text("TOP SECRET\n")
-    saved = local.with_name("copy.hpp.saved")
-    moved: list[tuple[Path, Path]] = []
-
-    def swap(what: str) -> None:
-        target = local if what == "file" else local.parent
-        backup = target.with_name(target.name + ".saved")
-        target.rename(backup)
-        moved.append((target, backup))
-        target.symlink_to(outside / "copy.hpp" if what == "file" else outside)
-
-    yield swap
-    for target, backup in reversed(moved):
-        target.unlink()
-        backup.rename(target)
-    assert not saved.exists() and "make_tiled_copy" in local.read_text()
 
 
 @pytest.mark.parametrize("what", ["file", "folder"])

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from harness.candidate import load_candidate
+from harness.problem import load_problem
+from harness.rungs.context import LadderContext
 from harness.rungs.ladder import Ladder
+from harness.rungs.results import Earlier, ShapeTiming, Timings, TraceReport
 from harness.rungs.trace import TraceRung
 from harness.runner import LocalRunner, Reply, RunOptions, WorkerGone, check
 from harness.tracing.buffers import parse_buffers
@@ -24,49 +27,78 @@ EXAMPLES = REPO / "examples"
 
 
 class FakeSession:
-    def __init__(self, replies: dict[str, Reply]) -> None:
-        self.replies = replies
-        self.sent: list[dict[str, Any]] = []
+    """A scripted worker: answers ``load`` (or fails it), then the trace requests."""
+
+    def __init__(self, tag: str, script: Script) -> None:
+        self.tag = tag
+        self.script = script
+
+    @property
+    def logs(self) -> dict[str, Path]:
+        return {"stderr": self.script.logdir / "worker.stderr.log"}
 
     def request(
         self, header: dict[str, Any], tensors: Any, timeout_s: float, max_bytes: int
     ) -> Reply:
-        self.sent.append(header)
-        return self.replies["instrumented" if header.get("instrument", True) else "plain"]
+        if header["op"] == "load":
+            error = {"message": self.script.load_error} if self.script.load_error else None
+            return Reply({"ok": error is None, "op": "load", "error": error, "integrity": []})
+        self.script.sent.append(header)
+        return self.script.replies["instrumented" if header.get("instrument", True) else "plain"]
+
+    def close(self) -> dict[str, Any]:
+        self.script.closed.append(self.tag)
+        return {"integrity": []}
 
 
-class FakeCtx:
-    """What the rung reads from a LadderContext, with scripted auxiliary workers."""
+class Script:
+    """The auxiliary workers a real LadderContext opens, scripted; what they were sent."""
 
-    def __init__(self, tmp: Path, replies: dict[str, Reply], backend: str = "cuda_inline",
-                 device: str = "cuda", load_error: str = "") -> None:  # fmt: skip
-        self.device = device
-        self.candidate = SimpleNamespace(backend=backend, path=tmp / "cand.py")
-        self.options = SimpleNamespace(trace=True, bench_shapes=None, dump_dir=None)
-        self.problem = SimpleNamespace(
-            name="matmul_bf16", bench_shapes=[{"m": 64, "k": 64, "n": 64}], public_seed=lambda i: 11
-        )
-        self.shapes = [{"m": 8, "k": 8, "n": 8}]
-        self.secret = 5
-        self.bench_results: list[dict[str, Any]] = []
-        self.performance: dict[str, Any] = {}
-        logdir = tmp / "logs"
-        logdir.mkdir()
-        self.logs = {"stderr": logdir / "worker.stderr.log"}
-        self.session = FakeSession(replies)
+    def __init__(self, tmp: Path, replies: dict[str, Reply], load_error: str = "") -> None:
+        self.replies = replies
+        self.load_error = load_error
+        self.logdir = tmp / "logs"
+        self.logdir.mkdir()
+        self.sent: list[dict[str, Any]] = []
         self.opened: list[tuple[str, dict[str, str] | None]] = []
         self.closed: list[str] = []
-        self.load_error = load_error
 
-    def aux(self, role: str, env: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
-        self.opened.append((role, env))
+    def open(self, tag: str = "", env: dict[str, str] | None = None) -> FakeSession:
+        self.opened.append((tag, env))
         if self.load_error == "gone":
             raise WorkerGone("crashed with SIGSEGV")
-        return self.session, ({"error": {"message": self.load_error}} if self.load_error else {})
+        return FakeSession(tag, self)
 
-    def close_aux(self, role: str) -> list[str]:
-        self.closed.append(role)
-        return []
+
+CANDIDATES = {
+    "cuda_inline": EXAMPLES / "matmul_bf16" / "solution_cuda_traced.py",
+    "triton": EXAMPLES / "matmul_bf16" / "solution_triton_traced.py",
+}
+TORCH_CANDIDATE = (
+    "def custom_kernel(inputs):\n    a, b = inputs\n    return (a.float() @ b.float()).bfloat16()\n"
+)
+
+
+def make_ctx(
+    tmp: Path, script: Script, backend: str = "cuda_inline", device: str = "cuda", **options: Any
+) -> LadderContext:
+    """A real LadderContext for the matmul example whose workers are scripted."""
+    problem = load_problem(EXAMPLES / "matmul_bf16")
+    path = CANDIDATES.get(backend)
+    if path is None:
+        path = tmp / "solution_torch.py"
+        path.write_text(TORCH_CANDIDATE)
+    candidate = load_candidate(path, problem, backend=backend)
+    run = RunOptions(
+        device=device, trace=True, bench_shapes=[{"m": 64, "k": 64, "n": 64}], **options
+    )
+    return LadderContext(problem, candidate, run, device, script.open)
+
+
+def _timings(median_ms: float) -> Timings:
+    shape = {"m": 64, "k": 64, "n": 64}
+    record = {"label": "m=64 k=64 n=64", "shape": shape, "candidate": {"median_ms": median_ms}}
+    return Timings([ShapeTiming.from_record(record)])
 
 
 def _reply_from(trace: Any, timing: dict[str, Any]) -> Reply:
@@ -76,17 +108,16 @@ def _reply_from(trace: Any, timing: dict[str, Any]) -> Reply:
 
 
 def test_rung_skips_on_cpu_with_the_reason(tmp_path: Path) -> None:
-    ctx = FakeCtx(tmp_path, {}, device="cpu")
-    result = TraceRung().run(ctx)  # type: ignore[arg-type]
+    script = Script(tmp_path, {})
+    ctx = make_ctx(tmp_path, script, device="cpu")
+    result = TraceRung().run(ctx, Earlier())
     assert result.ok is None and result.status == "skipped"
     assert result.reason.startswith("no GPU")
-    assert ctx.opened == []
-    torch_ctx = (
-        FakeCtx(tmp_path / "t", {}, backend="torch") if (tmp_path / "t").mkdir() is None else None
-    )
-    assert torch_ctx is not None
-    assert "no kernel of its own" in TraceRung().run(torch_ctx).reason  # type: ignore[arg-type]
-    assert TraceRung().enabled(ctx) is True  # type: ignore[arg-type]
+    assert script.opened == []
+    (tmp_path / "t").mkdir()
+    torch_ctx = make_ctx(tmp_path / "t", Script(tmp_path / "t", {}), backend="torch")
+    assert "no kernel of its own" in TraceRung().run(torch_ctx, Earlier()).reason
+    assert TraceRung().enabled(ctx) is True
 
 
 def test_rung_reports_sections_overhead_and_writes_the_timeline(
@@ -94,12 +125,12 @@ def test_rung_reports_sections_overhead_and_writes_the_timeline(
 ) -> None:
     trace = parse_buffers([ck_fixture])
     replies = {"instrumented": _reply_from(trace, {"median_ms": 2.2, "method": "events"})}
-    ctx = FakeCtx(tmp_path, replies)
-    ctx.bench_results = [{"shape": {"m": 64, "k": 64, "n": 64}, "candidate": {"median_ms": 2.0}}]
-    result = TraceRung().run(ctx)  # type: ignore[arg-type]
+    script = Script(tmp_path, replies)
+    ctx = make_ctx(tmp_path, script)
+    result = TraceRung().run(ctx, Earlier(_timings(2.0)))  # the benchmark's median is the baseline
     assert result.ok is True and result.gating is False
-    assert ctx.opened == [("trace", {"CTXKERNEL_TRACE": "1"})] and ctx.closed == ["trace"]
-    sent = ctx.session.sent[0]
+    assert script.opened == [("trace", {"CTXKERNEL_TRACE": "1"})] and script.closed == ["trace"]
+    sent = script.sent[0]
     assert sent["op"] == "trace" and sent["shape"] == {"m": 64, "k": 64, "n": 64}
     assert result.metrics["dominant_pct"] == pytest.approx(90.6, abs=0.1)
     assert result.metrics["overhead_pct"] == pytest.approx(10.0)
@@ -107,7 +138,8 @@ def test_rung_reports_sections_overhead_and_writes_the_timeline(
     assert "+10.0% vs uninstrumented" in result.reason
     summary = result.details["summary"]
     assert summary["overhead"]["baseline_source"] == "benchmark rung median"
-    perf = ctx.performance["trace"]
+    assert isinstance(result.output, TraceReport)
+    perf = Earlier(result.output).performance()["trace"]
     assert perf["dominant"] == "mainloop" and perf["lines"][0].startswith("trace (ck_trace")
     files = [Path(f) for f in result.details["files"]]
     assert files and files[0].parent == tmp_path / "logs" and files[0].name.endswith(".trace.json")
@@ -122,11 +154,11 @@ def test_rung_times_a_plain_worker_when_no_benchmark_ran(tmp_path: Path) -> None
         "instrumented": _reply_from(trace, {"median_ms": 1.05, "method": "globaltimer span"}),
         "plain": Reply({"ok": True, "op": "trace", "timing": {"median_ms": 1.0}}, []),
     }
-    ctx = FakeCtx(tmp_path, replies, backend="triton")
-    ctx.options.dump_dir = tmp_path / "dump"
-    result = TraceRung().run(ctx)  # type: ignore[arg-type]
-    assert [role for role, _ in ctx.opened] == ["trace", "trace_base"]
-    assert ctx.opened[1][1] == {}  # the baseline worker is a plain one
+    script = Script(tmp_path, replies)
+    ctx = make_ctx(tmp_path, script, backend="triton", dump_dir=tmp_path / "dump")
+    result = TraceRung().run(ctx, Earlier())
+    assert [role for role, _ in script.opened] == ["trace", "trace_base"]
+    assert script.opened[1][1] == {}  # the baseline worker is a plain one
     assert result.metrics["overhead_pct"] == pytest.approx(5.0)
     assert result.details["summary"]["overhead"]["baseline_source"] == "plain worker, same protocol"
     assert len(result.details["files"]) == 2 and (tmp_path / "dump").is_dir()
@@ -144,18 +176,19 @@ def test_rung_times_a_plain_worker_when_no_benchmark_ran(tmp_path: Path) -> None
 def test_rung_never_fails_the_verdict(
     tmp_path: Path, replies: dict, load_error: str, expect: str
 ) -> None:
-    ctx = FakeCtx(tmp_path, replies, load_error=load_error)
-    result = TraceRung().run(ctx)  # type: ignore[arg-type]
+    ctx = make_ctx(tmp_path, Script(tmp_path, replies, load_error=load_error))
+    result = TraceRung().run(ctx, Earlier())
     assert result.ok is None and result.reason.startswith(expect)
 
 
 def test_feedback_names_the_dominant_section(tmp_path: Path, ck_fixture: dict) -> None:
     trace = parse_buffers([ck_fixture])
-    ctx = FakeCtx(tmp_path, {"instrumented": _reply_from(trace, {})})
-    rung = TraceRung().run(ctx)  # type: ignore[arg-type]
+    ctx = make_ctx(tmp_path, Script(tmp_path, {"instrumented": _reply_from(trace, {})}))
+    rung = TraceRung().run(ctx, Earlier())
     verdict = Verdict(ok=True, problem="matmul_bf16", problem_format="native", candidate="c.py",
                       backend="cuda_inline", device="cuda", interpreter=False,
-                      rungs=[RungResult("correctness", True), rung], performance=ctx.performance)  # fmt: skip
+                      rungs=[RungResult("correctness", True), rung],
+                      performance=Earlier(rung.output).performance())  # fmt: skip
     feedback = verdict.feedback()
     assert "trace on m=64 k=64 n=64: mainloop 91% with 1.5x imbalance across CTAs" in feedback
     assert "mainloop" in feedback and "epilogue" in feedback
@@ -192,11 +225,11 @@ class _AskTrace:
     name = "ask-trace"
     gating = False
 
-    def run(self, ctx: Any) -> RungResult:
-        session, _ = ctx.aux("trace", env={"CTXKERNEL_TRACE": "1"})
+    def run(self, ctx: Any, earlier: Any) -> RungResult:
+        session, _ = ctx.workers.aux("trace", env={"CTXKERNEL_TRACE": "1"})
         reply = session.request({"op": "trace", "shape": {"n": 8}, "seed": 1}, [], 60.0, 1 << 20)
-        ctx.close_aux("trace")
-        return RungResult(self.name, True, False, {}, json.dumps(reply.header, default=str))
+        ctx.workers.close_aux("trace")
+        return RungResult.passed(self, reason=json.dumps(reply.header, default=str))
 
 
 def test_worker_answers_the_trace_request_on_cpu() -> None:

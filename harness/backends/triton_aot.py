@@ -1,5 +1,7 @@
 """Ahead-of-time Triton compiles for a named target, with the JIT's own specialisation.
 
+A helper of the Triton backend (``triton.py``); nothing else imports it.
+
 ``record_launch`` (called by the Triton backend's launch wrapper when
 ``CTXKERNEL_RECORD_LAUNCHES=1``) keeps a description of each distinct launch: the kernel
 object, and per argument its dtype and pointer alignment (tensors) or value (scalars,
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from .base import parse_target
 
 MAX_RECORDED = 32
 
@@ -111,14 +114,6 @@ def record_launch(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     if key not in RECORDED:
         fn = getattr(kernel, "fn", kernel)
         RECORDED[key] = LaunchSpec(kernel, getattr(fn, "__name__", "kernel"), specs, kw)
-
-
-def parse_target(target: str) -> tuple[str, int]:
-    """``sm_90`` / ``sm_90a`` / ``90`` / ``cuda:90`` -> ("cuda", 90)."""
-    match = re.fullmatch(r"(?:cuda:)?(?:sm_?)?(\d+)a?", target.strip().lower())
-    if not match:
-        raise ValueError(f"unknown target {target!r} (expected e.g. sm_90)")
-    return "cuda", int(match.group(1))
 
 
 def _jit_function(kernel: Any) -> Any:

@@ -1,0 +1,158 @@
+"""RunOptions: how one check runs -- device, trials, limits, the performance rungs' switches.
+
+What every runner, rung and command line reads. Declared once: the fields a command line
+sets carry their flag in the field's metadata (``optionspec.option``), and ``python -m
+harness check``, ``ctxkernel check`` and ``ctxkernel mcp`` generate their options from it
+(``harness/cli.py``), defaults included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .optionspec import option
+
+
+def _backends() -> list[str]:
+    from .backends import backend_names
+
+    return backend_names()
+
+
+@dataclass
+class RunOptions:
+    """How to check: device, trials, limits, and the switches tests use."""
+
+    device: str | None = field(
+        default=None,
+        metadata=option(
+            "--device",
+            choices=("cpu", "cuda"),
+            help="Default: cuda if available, else cpu (Triton interpreter).",
+        ),
+    )
+    # fresh inputs per shape (the first new tensors, the rest in place)
+    trials: int = field(
+        default=3,
+        metadata=option("--seeds", low=1, high=100, help="Trials (fresh seeded inputs) per shape."),
+    )
+    shapes: list[dict[str, Any]] | None = None  # override the problem's SHAPES
+    timeout_s: float = field(
+        default=30.0,
+        metadata=option("--timeout", low=0.1, help="Seconds allowed per worker request."),
+    )
+    compile_timeout_s: float | None = None  # the candidate's import; None: timeout_s
+    startup_timeout_s: float = 120.0  # the worker's own start-up, before any candidate code
+    first_call_timeout_s: float = 120.0  # on a GPU, the first call (JIT compile, autotuning)
+    memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
+    burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
+    settle_s: float = 0.05  # wait after a call before checking the output again
+    policy_scan: bool = True  # False: static policy findings are reported, not gating
+    # declared backend; None: the candidate's declaration or detection
+    backend: str | None = field(
+        default=None,
+        metadata=option("--backend", choices=_backends, help="Declare the candidate's backend."),
+    )
+    secret: int | None = None  # secret seed; None: os.urandom
+    record: bool = field(
+        default=True,
+        metadata=option(
+            "--no-record", is_flag=True, flag_value=False, help="Do not keep a run record."
+        ),
+    )
+    runs_dir: Path | None = field(
+        default=None,
+        metadata=option("--runs-dir", help="Where run records go (default: runs/)."),
+    )
+    python: str | None = None  # interpreter for the worker; None: this one
+    allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
+    # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
+    bench: bool = field(
+        default=False,
+        metadata=option(
+            "--bench",
+            is_flag=True,
+            help="Time the candidate and the reference on BENCH_SHAPES; report the roofline.",
+        ),
+    )
+    bench_shapes: list[dict[str, Any]] | None = None  # None: the problem's BENCH_SHAPES
+    bench_budget_s: float = field(  # per shape and subject, split over the rounds
+        default=3.0,
+        metadata=option(
+            "--bench-budget",
+            low=0.1,
+            help="Seconds of timing per shape and subject (stops earlier at a 1% CI).",
+        ),
+    )
+    bench_rel_ci: float = 0.01  # stop when the median's 95% CI half-width is within this
+    # "flush" | "hot"; None: the problem's BENCH_L2, else flush
+    bench_l2: str | None = field(
+        default=None,
+        metadata=option(
+            "--l2",
+            choices=("flush", "hot"),
+            help="L2 flushed before every timed call (default) or left hot.",
+        ),
+    )
+    # "events" (flush/spin ahead of each launch) | "graph"
+    bench_mode: str = field(
+        default="events",
+        metadata=option(
+            "--graph",
+            is_flag=True,
+            flag_value="graph",
+            help="Time replays of a CUDA graph of the call instead of plain calls.",
+        ),
+    )
+    bench_reference: bool = True  # time the reference too (speedups)
+    compile_ref: bool = field(
+        default=False,
+        metadata=option(
+            "--compile-ref", is_flag=True, help="Also time torch.compile of the reference."
+        ),
+    )
+    speedup_review: float = 10.0  # speedups above this are flagged for review
+    dump_dir: Path | None = field(
+        default=None,
+        metadata=option(
+            "--dump",
+            dir_only=True,
+            help="Write IR/PTX/CUBIN/SASS and a resource report per kernel version here.",
+        ),
+    )
+    target: str | None = field(  # compile Triton ahead of time for this target (sm_90)
+        default=None,
+        metadata=option(
+            "--target",
+            help="Compile Triton kernels ahead of time for this target (e.g. sm_90); no GPU needed.",
+        ),
+    )
+    profile: bool = field(
+        default=False,
+        metadata=option(
+            "--profile", is_flag=True, help="Profile the candidate's kernels with ncu."
+        ),
+    )
+    # -- intra-kernel tracing (issue 8): harness/rungs/trace.py --------------------------
+    trace: bool = field(
+        default=False,
+        metadata=option(
+            "--trace",
+            is_flag=True,
+            help="Time the sections the kernel marks (Proton scopes, ck_trace) in a separate "
+            "instrumented worker; writes a Perfetto timeline into the run record.",
+        ),
+    )
+
+    def import_timeout_s(self) -> float:
+        """Seconds the candidate's import (and the builds it starts) may take."""
+        return self.timeout_s if self.compile_timeout_s is None else self.compile_timeout_s
+
+    def resolved_device(self) -> str:
+        if self.device:
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"

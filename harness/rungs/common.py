@@ -1,0 +1,173 @@
+"""Helpers more than one rung uses: why a call failed, whether an output is right, the
+device's ceilings.
+
+Rungs import these (and the context's parts), never each other.
+
+- ``first_line(error)``: the line of an error worth showing, with the candidate line;
+- ``call_failure(ctx, record)``: the reason and details when a call produced no output;
+- ``check_output(ctx, record, output, reference)``: every element compared in the parent
+  (``metrics.compare``), plus a GPU MODE problem's own ``check_implementation``;
+- ``DeviceCeilings``: the measured DRAM bandwidth and tensor-core throughput of this GPU,
+  from the cache or measured once in the harness-only worker, memoised for the check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..ceilings import Ceilings, cache_key, from_measurement, load_cached, store
+from ..metrics import Comparison, compare
+from ..session import WorkerGone
+from .checks import OutputLeaf
+from .inputs import clone, flatten
+
+if TYPE_CHECKING:
+    from .context import LadderContext
+    from .workers import CallRecord, Workers
+
+
+def first_line(error: dict[str, object]) -> str:
+    text = str(error.get("message") or "").strip()
+    lines = text.splitlines() or ["unknown error"]
+    # "CUDA error: an illegal memory access..." leads; a Triton CompilationError ("at 13:8:")
+    # shows the source first and the error last
+    first = lines[-1] if lines[0].rstrip().endswith(":") else lines[0]
+    frames = error.get("candidate_frames") or []
+    if isinstance(frames, list) and frames:
+        last = frames[-1]
+        return f"{first} (line {last.get('line')}: {last.get('code')})"
+    return first
+
+
+def call_failure(ctx: LadderContext, record: CallRecord) -> tuple[str, dict[str, Any]] | None:
+    """The reason and details when a call did not produce an output at all."""
+    entry = ctx.candidate.entry
+    explain = ctx.findings.explain
+    if record.gone is not None:
+        return explain(f"{record.gone.reason} ({entry} on {record.inputs.label})"), dict(
+            ctx.checks.gone_details(record.gone)
+        )
+    if record.error:
+        error = record.error
+        if error.get("exit"):
+            reason = f"{entry} tried to end the worker ({first_line(error)})"
+        elif error.get("phase") == "sync":
+            reason = f"the device failed after {entry} returned: {first_line(error)}"
+        elif error.get("phase") == "init":
+            reason = f"building the entry point failed: {first_line(error)}"
+        else:
+            reason = f"{entry} raised {first_line(error)}"
+        return explain(reason), {"error": error, "where": record.inputs.label}
+    if not record.outputs:
+        return explain("the worker reported no output"), {}
+    return None
+
+
+def rebuild(output: Any, device: str) -> Any:
+    """The output as tensors on the target device (for a GPU MODE ``check_implementation``)."""
+    if isinstance(output, tuple):
+        return tuple(rebuild(v, device) for v in output)
+    if isinstance(output, list):
+        return [rebuild(v, device) for v in output]
+    if isinstance(output, dict):
+        return {k: rebuild(v, device) for k, v in output.items()}
+    if isinstance(output, OutputLeaf):
+        return output.tensor.to(device) if output.tensor is not None else output.meta.get("value")
+    return output
+
+
+def check_output(
+    ctx: LadderContext, record: CallRecord, output: Any, reference: Any
+) -> tuple[bool, Comparison | None, str, list[Comparison]]:
+    """(passed, first failing comparison, reason, all comparisons) for one output tree."""
+    comparisons: list[Comparison] = []
+    first_bad: Comparison | None = None
+    for leaf, ref in zip(flatten(output), flatten(reference), strict=True):
+        if (
+            not isinstance(ref, torch.Tensor)
+            or not isinstance(leaf, OutputLeaf)
+            or leaf.tensor is None
+        ):
+            continue
+        result = compare(leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype))
+        comparisons.append(result)
+        if not result.ok and first_bad is None:
+            first_bad = result
+    reason = first_bad.reason if first_bad else ""
+    if ctx.problem.check is not None:
+        # GPU MODE: the suite's own check is the authority on tolerance; NaN rules still apply.
+        verdict = ctx.problem.check(clone(record.inputs.pristine), rebuild(output, ctx.device))
+        good, message = (
+            (verdict[0], verdict[1]) if isinstance(verdict, tuple) else (not verdict, verdict)
+        )
+        nan_bad = next((c for c in comparisons if c.nonfinite), None)
+        if not good:
+            return (
+                False,
+                first_bad or (comparisons[0] if comparisons else None),
+                f"check_implementation: {str(message)[:300]}",
+                comparisons,
+            )
+        if nan_bad is not None:
+            return False, nan_bad, nan_bad.reason, comparisons
+        return True, None, "", comparisons
+    return first_bad is None, first_bad, reason, comparisons
+
+
+class DeviceCeilings:
+    """This GPU's ceilings (``ceilings.py``), looked up or measured once per check."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+        self._found: Ceilings | None = None
+        self.source = ""
+
+    def _identity(self) -> dict[str, Any] | None:
+        try:
+            session, reply = self.workers.aux("reference")
+        except WorkerGone:
+            return None
+        if reply.get("error"):
+            return None
+        try:
+            answer = session.request({"op": "identity"}, [], 60.0, 1 << 20).header
+        except WorkerGone:
+            return None
+        return answer.get("identity") if answer.get("ok") else None
+
+    def cached(self) -> Ceilings | None:
+        """The ceilings if known (this check or the cache file); never measures."""
+        if self._found is not None:
+            return self._found
+        identity = self._identity()
+        if identity is None:
+            return None
+        found = load_cached(cache_key(identity))
+        if found is not None:
+            self._found, self.source = found, "cached"
+        return found
+
+    def get(self) -> tuple[Ceilings | None, str]:
+        """Cached ceilings, else measured now in the harness-only worker (a few seconds);
+        with where they came from, or why there are none."""
+        found = self.cached()
+        if found is not None:
+            return found, self.source
+        try:
+            session, reply = self.workers.aux("reference")
+            if reply.get("error"):
+                return None, "the harness worker could not start"
+            answer = session.request({"op": "ceilings"}, [], 600.0, 1 << 20).header
+        except WorkerGone as gone:
+            return None, f"measuring the ceilings failed: {gone.reason}"
+        if not answer.get("ok"):
+            return None, f"measuring the ceilings failed: {str(answer.get('harness_error'))[-300:]}"
+        ceilings = from_measurement(answer["result"])
+        try:
+            store(ceilings)
+        except OSError:
+            pass
+        self._found, self.source = ceilings, "measured now"
+        return ceilings, self.source

@@ -1,0 +1,161 @@
+"""Issue 11, items 4 and 5: no worker outlives its check, no limit that does not hold.
+
+``ctxkernel check`` killed with SIGTERM or SIGKILL while the candidate sleeps in
+``custom_kernel`` (the local runner and the pool's slot processes): within 5 s no process
+works under the check's temp dir, and the dir is gone (SIGTERM) or swept by the next run
+(SIGKILL). A candidate that hangs at import stops at ``--timeout``, not at a fixed 300 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cheatspec import EXAMPLES, REPO
+from conftest import fast_options
+
+from harness import cleanup
+from harness.runner import check
+
+SLEEPER = """\
+import sys
+import time
+
+
+def custom_kernel(inputs):
+    print("sleeping in custom_kernel", flush=True)
+    time.sleep(600)
+    return inputs[0] + inputs[1]
+"""
+
+
+def _working_under(root: Path) -> list[int]:
+    """Live processes whose working directory lies under ``root``."""
+    prefix = str(root.resolve())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (cwd == prefix or cwd.startswith(prefix + os.sep)):
+            found.append(int(entry.name))
+    return found
+
+
+def _ours(tmp: Path) -> list[Path]:
+    return [p for p in tmp.iterdir() if p.name.startswith(cleanup.PREFIXES)]
+
+
+def _wait(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+@pytest.mark.parametrize("runner", ["local", "local-jobs", "pool"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_killing_check_mid_candidate_leaves_no_worker_and_no_temp_dir(
+    sig: signal.Signals, runner: str, tmp_path: Path
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    candidates = [tmp_path / "sleeper.py", tmp_path / "sleeper_2.py"]
+    for index, path in enumerate(candidates):  # not the same source: a batch runs each once
+        path.write_text(SLEEPER + f"# sleeper {index}\n")
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "ctxkernel", "check", str(EXAMPLES / "vector_add")]
+    cmd += [str(candidates[0]), "--no-record", "--timeout", "300", "--shapes", "n=1000"]
+    cmd += ["--seeds", "1"]
+    if runner == "pool":
+        cmd += ["--runner", "pool", "--jobs", "1"]
+    elif runner == "local-jobs":  # workers started by the --jobs threads, not the main one
+        cmd += [str(candidates[1]), "--runner", "local", "--jobs", "2"]
+    expected = {"local": 2, "local-jobs": 4, "pool": 3}[runner]  # (slot,) launcher + worker each
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+
+        def sleeping() -> bool:
+            logs = tmp.rglob("worker.stdout.log")
+            started = sum(
+                "sleeping in custom_kernel" in p.read_text(errors="replace") for p in logs
+            )
+            return started == (2 if runner == "local-jobs" else 1)
+
+        assert _wait(sleeping, 240), "the candidates never started"
+        workers = _working_under(tmp)
+        assert len(workers) >= expected, workers
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        assert proc.returncode == -sig
+        assert _wait(lambda: not _working_under(tmp), 5), _working_under(tmp)
+        if sig == signal.SIGTERM:
+            assert _wait(lambda: not _ours(tmp), 5), _ours(tmp)
+        else:  # nothing could run in the killed check; the next run sweeps its dirs
+            left = _ours(tmp)
+            assert left
+            assert sorted(cleanup.sweep(tmp)) == sorted(left)
+            assert not _ours(tmp)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        cleanup.sweep(tmp)
+
+
+def test_sweep_spares_live_owners_and_unmarked_dirs(tmp_path: Path) -> None:
+    live = cleanup.temp_root("ctxkernel-check-", parent=tmp_path)
+    unmarked = tmp_path / "ctxkernel-check-older"
+    unmarked.mkdir()
+    dead = tmp_path / "ctxkernel-pool-dead"
+    dead.mkdir()
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    (dead / cleanup.MARKER).write_text(json.dumps({"pid": int(done.stdout), "start": "1"}))
+    reused = tmp_path / "ctxkernel-check-reused"  # a live PID that is another process now
+    reused.mkdir()
+    (reused / cleanup.MARKER).write_text(json.dumps({"pid": os.getpid(), "start": "0"}))
+    assert sorted(cleanup.sweep(tmp_path)) == sorted([dead, reused])
+    assert live.is_dir() and unmarked.is_dir()
+    cleanup.remove_root(live)
+    assert not live.exists()
+
+
+def test_import_hang_stops_at_the_timeout_not_at_300_s(tmp_path: Path) -> None:
+    candidate = tmp_path / "hangs_at_import.py"
+    candidate.write_text("import time\n\ntime.sleep(600)\n\n\ndef custom_kernel(inputs):\n    return inputs[0]\n")  # fmt: skip
+    started = time.monotonic()
+    verdict = check(EXAMPLES / "vector_add", candidate, fast_options("vector_add", timeout_s=3.0))
+    elapsed = time.monotonic() - started
+    failed = verdict.failed_rung
+    assert failed is not None and failed.name == "compile", verdict.lines()
+    assert "timed out after 3 s (killed) while importing the candidate" in failed.reason
+    # start-up (torch, triton) is not charged to the candidate; the whole check is far
+    # from the 300 s it took before
+    assert elapsed < 90, elapsed
+
+
+def test_a_slow_worker_start_does_not_eat_the_candidates_import_time(tmp_path: Path) -> None:
+    """With ``--timeout 1`` an honest candidate still loads: the worker's own start-up
+    (importing torch and triton here takes longer than that) has a limit of its own."""
+    verdict = check(
+        EXAMPLES / "vector_add",
+        EXAMPLES / "vector_add" / "solution_triton.py",
+        fast_options("vector_add", timeout_s=1.0),
+    )
+    compile_rung = next(r for r in verdict.rungs if r.name == "compile")
+    assert compile_rung.ok, verdict.lines()
