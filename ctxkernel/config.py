@@ -52,6 +52,8 @@ def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) 
     check_dir(chosen_dir, "index dir")
     if url is not None and not isinstance(url, str):
         raise UserError(f"chroma_url in {config_file().name} must be a string")
+    if embed is not None and not isinstance(embed, str):
+        raise UserError(f"embed in {config_file().name} must be a string")
     return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model, embed=embed)
 
 
