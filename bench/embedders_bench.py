@@ -13,8 +13,10 @@ usage (the whole measurement, as bench/RESULTS.md reports it)::
 or pieces: ``--embedders static,minilm``, ``--queries dev=bench/queries/eval-dev.jsonl,...``,
 ``--touch 5``, ``--fresh 7``, ``--demo``. Every index run is a `ctxkernel index` process on a
 fresh store (and a fresh embedding cache); the static model is built first, into a fresh
-embedders dir, and its build timed. The demo runs start with a fresh embedders dir too (a
-fresh clone builds the static model on its first index). Prints Markdown; ``--out`` writes
+embedders dir, and its build timed (``--no-build``: the model in ``--embedders-dir``); the
+demo runs use that model (a fresh clone pays its build once more). ``--minilm-from INDEX``
+gets MiniLM's quality from a copy of an earlier MiniLM index (vectors reused) when a cold
+MiniLM index would take too long. Prints Markdown; ``--out`` writes
 the JSON, ``--write-results`` appends the Markdown to bench/RESULTS.md.
 """
 
@@ -110,6 +112,35 @@ def cold_index(
         rows.append({"corpus": name, "embed": embed, "wall_s": round(wall, 1), "peak_mb": round(rss / 1024),
                      "files": report["files_total"], "chunks": report["chunks_total"],
                      "embedded": report["embedded"], "load": round(load, 1),
+                     "stages_s": {k: round(v, 1) for k, v in report["seconds"].items()}})  # fmt: skip
+    return rows
+
+
+def migrated_index(
+    home: Path, embedders: Path, embed: str, corpora: list[tuple[str, str]], source_index: Path
+) -> list[dict[str, Any]]:
+    """A copy of an index built earlier (with the same embedder) brought to this code's
+    store: every chunk again, but the vectors from its embedding cache. Not a cold timing:
+    a way to get ``embed``'s quality when a cold MiniLM index takes too long."""
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copytree(
+        source_index, home / "indexes", ignore=shutil.ignore_patterns("chroma", "locks")
+    )
+    records = home / "indexes" / "records.json"
+    if records.is_file():
+        records.unlink()  # its corpora are indexed again below
+    env = env_for(home, embedders)
+    rows = []
+    for name, source in corpora:
+        log(f"index {name} --embed {embed} from a copy of {source_index.name}")
+        wall, rss, out = timed([*ck(), "index", name, "--source", source, "--embed", embed,
+                                "--rebuild", "--json"], env)  # fmt: skip
+        report = json.loads(out.strip().splitlines()[-1])
+        rows.append({"corpus": name, "embed": f"{embed} (reused vectors)", "wall_s": round(wall, 1),
+                     "peak_mb": round(rss / 1024), "files": report["files_total"],
+                     "chunks": report["chunks_total"], "embedded": report["embedded"],
+                     "load": round(os.getloadavg()[0], 1),
                      "stages_s": {k: round(v, 1) for k, v in report["seconds"].items()}})  # fmt: skip
     return rows
 
@@ -225,12 +256,13 @@ def baseline_code(base: Path, ref: str) -> Path:
     return dest
 
 
-def demo(base: Path, label: str, code: Path) -> dict[str, Any]:
-    """The `make demo` steps (setup aside: the venv is there) on a fresh home, each timed."""
-    home = base / f"demo-{label}"
+def demo(base: Path, label: str, code: Path, embedders: Path) -> dict[str, Any]:
+    """The `make demo` steps (setup aside: the venv is there) on a fresh home, each timed;
+    the static model is the one built above (a fresh clone pays its build once more)."""
+    home = base / f"demo-{label.split()[0]}"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    env = env_for(home, home / "embedders", code)
+    env = env_for(home, embedders, code)
     steps: dict[str, float] = {}
     peak = 0
     for name, args in DEMO_STEPS:
@@ -344,6 +376,9 @@ def main() -> None:
     ap.add_argument(
         "--baseline-ref", default="", help="also the demo steps with this commit's code"
     )
+    ap.add_argument("--minilm-from", default=None, metavar="INDEX",
+                    help="MiniLM's quality from a copy of this MiniLM index (vectors reused) "
+                    "instead of a cold MiniLM index")  # fmt: skip
     ap.add_argument("--no-build", action="store_true", help="reuse --embedders-dir's built model")
     ap.add_argument("--embedders-dir", default=None)
     ap.add_argument("--work", default=None)
@@ -371,7 +406,12 @@ def main() -> None:
     ]
     kinds = [e.strip() for e in args.embedders.split(",") if e.strip()]
     for embed in kinds:
-        res["cold"] += cold_index(base / f"home-{embed}", embedders, embed, corpora)
+        if embed == "minilm" and args.minilm_from:
+            res["cold"] += migrated_index(
+                base / f"home-{embed}", embedders, embed, corpora, Path(args.minilm_from)
+            )
+        else:
+            res["cold"] += cold_index(base / f"home-{embed}", embedders, embed, corpora)
     first = base / f"home-{kinds[0]}"
     if args.fresh:
         res["fresh"] = fresh_process(first, embedders, args.fresh)
@@ -381,10 +421,11 @@ def main() -> None:
     if args.touch:
         res["touch"] = touch_reindex(first, embedders, args.cutlass, args.touch)
     if args.demo or args.baseline_ref:
-        res["demo"] = [demo(base, "after (static)", ROOT)] if args.demo else []
+        res["demo"] = [demo(base, "after (static)", ROOT, embedders)] if args.demo else []
         if args.baseline_ref:
             code = baseline_code(base, args.baseline_ref)
-            res["demo"].append(demo(base, f"before ({args.baseline_ref}, MiniLM)", code))
+            label = f"before ({args.baseline_ref}, MiniLM)"
+            res["demo"].append(demo(base, label, code, embedders))
     res["load_end"] = round(os.getloadavg()[0], 1)
     res["total_s"] = round(time.perf_counter() - t0)
     text = markdown(res)

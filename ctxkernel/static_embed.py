@@ -224,7 +224,7 @@ def _distill_into(rec: Recipe, target: Path, log: Callable[[str], None]) -> None
         )
     log(
         f"building the static embedder {rec.key} from {model_id} "
-        f"({len(rec.vocabulary)} extra identifiers; once, a minute or two on 2 cores)"
+        f"({len(rec.vocabulary)} extra identifiers; once, about 10 minutes on 2 cores)"
     )
     # model2vec's progress bar only where someone watches
     inference.tqdm = functools.partial(inference.tqdm, disable=not sys.stderr.isatty())

@@ -35,7 +35,7 @@ _RECIPE = click.option(
 @click.option("--force", is_flag=True, help="Distil again even when the model is cached.")
 @json_option
 def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
-    """Distil the static embedder now (about a minute on 2 cores; nothing is downloaded)."""
+    """Distil the static embedder now (about 10 minutes on 2 cores, once; nothing is downloaded)."""
     import time
 
     from .. import static_embed
