@@ -451,6 +451,8 @@ def _shown_args(argv: list[str]) -> list[str]:
             continue
         if i and argv[i - 1] in ("--cutlass", "--triton", "--ptx"):
             a = "MIRROR/" + Path(a).name
+        if i and argv[i - 1] == "--minilm-from":
+            a = "MINILM_INDEX"
         out.append(a)
     return out
 
