@@ -17,7 +17,7 @@ Rankers:
   too (``ours-file``), on the same queries in the same run.
 - ``naive-fusion`` (with ``--index-dir``): reciprocal-rank fusion (k 60, equal weights)
   of BM25 over the index's chunks (same naive tokens, no fields, no symbol lists) and
-  the index's MiniLM vectors; scored at chunk level like ``ctxkernel eval``.
+  the index's vectors (of the embedder that built each corpus); scored at chunk level like ``ctxkernel eval``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ctxkernel.evaluate import (
     run,
     summarize,
 )
+from ctxkernel.search import Filters
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 RRF_K = 60
@@ -146,10 +147,9 @@ class NaiveFusion:
             self.rows[name][i] for i in self.bm25[name].top(naive_tokens(query.query), depth)
         ]
         cache = self.ws.store.synced_cache(name)
-        vector = self.ws.embedder.embed_query(query.query)
-        found = self.ws.store.query(name, vector, depth)
-        by_id = cache.rows_for_ids([i for i, _ in found])
-        dense = [by_id[i] for i, _ in found if i in by_id]
+        searcher = self.ws.searcher
+        vector = searcher.embedder_for(name).embed_query(query.query)
+        dense = [row for row, _ in searcher._dense(name, cache, vector, depth, Filters())]
         scores: dict[int, float] = {}
         for ranked in (lexical, dense):
             for rank, row in enumerate(ranked, 1):

@@ -1,6 +1,7 @@
 """Settings: which index to use (``--index-dir``, ``CTXKERNEL_HOME``, a chroma server
-with ``--chroma-url``) and which embedding model, from arguments, environment and the
-optional ``config.toml`` in the config dir — in that order of precedence."""
+with ``--chroma-url``) and which embedder indexes (``--embed``: ``static`` or ``minilm`` or a
+model directory), from arguments, environment and the optional ``config.toml`` in the
+config dir — in that order of precedence; and where built embedders are cached."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class Settings:
     index_dir: Path
     chroma_url: str | None = None
     embed_model: str | None = None
+    embed: str | None = None  # the config file's choice (arguments and env come first)
 
 
 def config_file() -> Path:
@@ -46,10 +48,22 @@ def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) 
     ).expanduser()
     url = chroma_url or os.environ.get("CTXKERNEL_CHROMA_URL") or conf.get("chroma_url") or None
     model = os.environ.get("CTXKERNEL_EMBED_MODEL") or conf.get("embed_model") or None
+    embed = conf.get("embed") or conf.get("embed_model") or None
     check_dir(chosen_dir, "index dir")
     if url is not None and not isinstance(url, str):
         raise UserError(f"chroma_url in {config_file().name} must be a string")
-    return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model)
+    if embed is not None and not isinstance(embed, str):
+        raise UserError(f"embed in {config_file().name} must be a string")
+    return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model, embed=embed)
+
+
+def embedders_dir() -> Path:
+    """Where built embedders (static models distilled offline) are cached, per recipe
+    digest: env CTXKERNEL_EMBEDDERS_DIR, else ``embedders/`` in the cache dir."""
+    explicit = os.environ.get("CTXKERNEL_EMBEDDERS_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    return paths.cache_dir() / "embedders"
 
 
 def check_dir(path: Path, what: str) -> None:

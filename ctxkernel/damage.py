@@ -1,6 +1,7 @@
-"""Damage: telling a broken index (a truncated lexical file, a corrupted SQLite table, a
-chroma store that no longer opens) from a bug, naming it in one line with the command
-that repairs it, and clearing the broken parts away for ``index --rebuild``.
+"""Damage: telling a broken index (a truncated BM25 or vector snapshot file, a corrupted
+SQLite table, a legacy chroma store that no longer opens) from a bug, naming it in one
+line with the command that repairs it, and clearing the broken parts away for
+``index --rebuild``.
 
 Nothing is checked on the way in: a query that fails for a reason that is not the
 user's asks ``diagnose`` what is broken, so healthy indexes pay nothing.
@@ -47,8 +48,10 @@ def _sqlite_problem(path: Path) -> str:
 
 
 def lexical_problem(store: Store, corpus: str) -> str:
-    """What is broken in a corpus's local cache (chunk table, lexical index), or ""."""
-    from .lexical import LexicalIndex
+    """What is broken in a corpus's local cache (chunk table with its vectors and term
+    counts, BM25 arrays, vector snapshot), or ""."""
+    from .lexical import FIELDS, LexicalIndex, TermIds
+    from .vectors import DenseIndex
 
     cache = store.cache(corpus)
     where = f"lexical/{corpus}"
@@ -56,12 +59,25 @@ def lexical_problem(store: Store, corpus: str) -> str:
     if problem:
         return f"{where}/meta.sqlite: {problem}"
     if (cache.bm25_dir / "meta.json").is_file():
+        db = sqlite3.connect(f"file:{cache.db_path}?mode=ro", uri=True, timeout=5)
         try:
-            index = LexicalIndex.load(cache.bm25_dir)
+            index = LexicalIndex.load(cache.bm25_dir, TermIds(db).lookup)
             if index is not None:
+                for name in FIELDS:  # every array read through once
+                    f = index.fields[name]
+                    _ = (f.indptr.sum(), f.docs.sum(), f.tf.sum(), f.length.sum())
                 index.rank(["x"], 1)
         except Exception as exc:  # whatever a truncated numpy or JSON file raises
             return f"{where}/bm25: {_reason(exc)}"
+        finally:
+            db.close()
+    if (cache.dense_dir / "meta.json").is_file():
+        try:
+            dense = DenseIndex.load(cache.dense_dir)
+            if dense is not None and len(dense.rows):
+                dense.rank(dense.matrix[0], 1)
+        except Exception as exc:
+            return f"{where}/dense: {_reason(exc)}"
     return ""
 
 

@@ -1,14 +1,18 @@
 """Indexer: source snapshot -> changed files -> chunks -> embeddings -> store.
 
 Incremental: a file whose content hash is unchanged is not touched; a changed file is
-re-chunked and only text never embedded before is embedded (EmbeddingCache); files
-gone upstream are dropped. Safe to kill at any moment (see ``store``): the next run
-finishes the job. Binary, huge and non-UTF-8 files are skipped and counted.
+re-chunked and only text never embedded before is embedded (EmbeddingCache, per
+embedder); files gone upstream are dropped. Indexing with another embedder than the one
+that built the corpus re-embeds the stored chunks (nothing is re-chunked, and text the
+new embedder saw before comes from the cache) and switches the corpus over when the run
+finishes. Safe to kill at any moment (see ``store``): the next run finishes the job.
+Binary, huge and non-UTF-8 files are skipped and counted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import time
@@ -22,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 from . import chunkers
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
-from .embed import Embedder, embed_text, reuse_key
+from .embed import Embedder, reuse_key
 from .embedcache import EmbeddingCache
 from .errors import UserError
+from .lexical import ChunkTerms, terms_of
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
-from .store import CorpusRecord, FileEntry, Store, new_generation
+from .store import STORE_FORMAT, CorpusCache, CorpusRecord, FileEntry, Store, new_generation
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,6 +69,7 @@ class IndexReport:
 class _FileWork:
     entry: FileEntry
     chunks: list[Chunk]
+    terms: list[ChunkTerms]
 
 
 class _Clock:
@@ -118,7 +124,11 @@ def chunk_file(
         url = corpus.link(
             ref=snapshot.ref, path=f.path, start=p.start_line, end=p.end_line, anchor=anchor
         )
-        arch = tuple(sorted(set(file_arch) | set(arch_tags("", body)), key=lambda t: int(t[2:])))
+        arch = file_arch
+        if _may_name_an_arch(body):
+            arch = tuple(
+                sorted(set(file_arch) | set(arch_tags("", body)), key=lambda t: int(t[2:]))
+            )
         out.append(
             Chunk(
                 corpus=corpus.name,
@@ -147,6 +157,120 @@ def chunk_file(
             seen.add(c.id)
             unique.append(c)
     return unique
+
+
+# A file's (size, mtime) stands for its content hash only when the mtime is older than
+# this at the time it is recorded: a write in the same instant cannot hide behind it.
+STAT_TRUST_NS = 2_000_000_000
+
+
+def _wanted(corpus: Corpus, snapshot: Snapshot, cache: CorpusCache) -> list[SourceFile]:
+    """The snapshot's files the corpus takes, the include/exclude globs' answers kept in
+    the cache: a re-index asks them only about paths it has not seen (matching every
+    path of a big repository against the globs costs more than a one-file update)."""
+    globs = json.dumps([list(corpus.include), list(corpus.exclude)])
+    known = cache.wanted_paths(globs)
+    if not known and len(snapshot.files) < 500:
+        return list(iter_wanted(corpus, snapshot))
+    out: list[SourceFile] = []
+    new: dict[str, bool] = {}
+    for f in snapshot.files:
+        yes = known.get(f.path)
+        if yes is None:
+            yes = new[f.path] = corpus.wants(f.path)
+        if yes:
+            out.append(f)
+    if new:
+        cache.remember_wanted(globs, new)
+    return out
+
+
+def _stat(f: SourceFile) -> tuple[int, int] | None:
+    try:
+        st = f.local.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+_SM_NUMBER = re.compile(r"sm_?\d")
+_ARCH_WORDS = ("ampere", "hopper", "blackwell", "gmma", "tcgen05", "umma")
+
+
+def _may_name_an_arch(body: str) -> bool:
+    """False when ``arch_tags`` cannot find anything in the body (what it reads of it):
+    its regex is slow, and most chunks name no architecture."""
+    head = body[:3000].lower()
+    return bool(_SM_NUMBER.search(head)) or any(w in head for w in _ARCH_WORDS)
+
+
+# Chunking (and counting terms) runs in worker processes when there are many files: it
+# is pure Python and most of an index run's time once embedding is fast.
+PARALLEL_MIN_FILES = 64
+_JOB: tuple[Corpus, Snapshot, list[tuple[SourceFile, str, str]]] | None = None
+
+
+def index_workers() -> int:
+    """Processes that chunk files (env CTXKERNEL_INDEX_WORKERS; default: the CPUs, at most 4)."""
+    forced = os.environ.get("CTXKERNEL_INDEX_WORKERS")
+    if forced and forced.isdigit():
+        return max(1, int(forced))
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _chunk_one(i: int) -> tuple[list[Chunk], list[ChunkTerms]]:
+    assert _JOB is not None
+    corpus, snapshot, items = _JOB
+    return _chunk_one_of(corpus, snapshot, items[i])
+
+
+def _quiet_worker() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends the pool
+
+
+def _chunk_all(
+    corpus: Corpus,
+    snapshot: Snapshot,
+    items: list[tuple[SourceFile, str, str]],
+    advance: Any,
+) -> Iterator[tuple[list[Chunk], list[ChunkTerms]]]:
+    """Chunks and term counts of each file, in order; in worker processes (forked, so
+    they inherit the job) when there are many files."""
+    global _JOB
+    import multiprocessing
+
+    workers = index_workers()
+    if (
+        len(items) < PARALLEL_MIN_FILES
+        or workers < 2
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        for i in range(len(items)):
+            yield _chunk_one_of(corpus, snapshot, items[i])
+            advance()
+        return
+    _JOB = (corpus, snapshot, items)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
+            for out in pool.imap(_chunk_one, range(len(items)), chunksize=4):
+                yield out
+                advance()
+    finally:
+        _JOB = None
+
+
+def _chunk_one_of(
+    corpus: Corpus, snapshot: Snapshot, item: tuple[SourceFile, str, str]
+) -> tuple[list[Chunk], list[ChunkTerms]]:
+    f, text, file_hash = item
+    chunks = chunk_file(corpus, snapshot, f, text, file_hash)
+    return chunks, [terms_of(c) for c in chunks]
 
 
 _DOC_LINK = re.compile(r"\]\((https?://[^)\s#]+)#([A-Za-z0-9_.:%-]+)")
@@ -225,7 +349,13 @@ def _index_corpus(
     t = clock.lap("fetch", t)
 
     before = store.record(corpus.name)
-    if before is not None and (force or (before.model and before.model != embedder.key)):
+    if before is not None and (
+        force
+        # a chroma collection holds vectors of one size: another embedder starts afresh
+        or (not store.local and before.model and before.model != embedder.key)
+        # a local store made when vectors lived in chroma: rebuilt (embeddings are reused)
+        or (store.local and before.store_format < STORE_FORMAT)
+    ):
         store.drop(corpus.name)
         before = None
     cache = store.cache(corpus.name)
@@ -235,7 +365,8 @@ def _index_corpus(
         store.drop(corpus.name)
         cache = store.cache(corpus.name)
     if (
-        before is not None
+        not store.local
+        and before is not None
         and before.generation
         and cache.get_info("generation") != before.generation
     ):
@@ -246,18 +377,36 @@ def _index_corpus(
     skipped: Counter[str] = Counter()
     if snapshot.skipped_links:
         skipped["symlink_outside_root"] = snapshot.skipped_links
-    wanted = list(iter_wanted(corpus, snapshot))
+    wanted = _wanted(corpus, snapshot, cache)
     read_task = progress.task(f"{corpus.name}: reading files", len(wanted))
     work: list[_FileWork] = []
+    to_chunk: list[tuple[SourceFile, str, str]] = []
+    entries: list[FileEntry] = []
     present: set[str] = set()
+    stats = {} if force else cache.file_stats()
+    seen_stats: list[tuple[str, int, int, str]] = []
     for f in wanted:
+        old = known.get(f.path)
+        st = _stat(f)
+        if (
+            old is not None
+            and st is not None
+            and stats.get(f.path) == (*st, old.file_hash)
+            and old.local == str(f.local)
+        ):
+            # size and mtime as when its hash was taken: unchanged, and not read again
+            read_task.advance()
+            present.add(f.path)
+            report.files_unchanged += 1
+            continue
         text, file_hash, reason = read_text(f, corpus.max_file_bytes)
         read_task.advance()
         if text is None:
             skipped[reason] += 1
             continue
         present.add(f.path)
-        old = known.get(f.path)
+        if st is not None:
+            seen_stats.append((f.path, st[0], st[1], file_hash))
         if old is not None and old.file_hash == file_hash and not force:
             if old.local != str(f.local):
                 cache.replace_files(
@@ -266,9 +415,16 @@ def _index_corpus(
                 )
             report.files_unchanged += 1
             continue
-        entry = FileEntry(f.path, file_hash, str(f.local), text.count("\n") + 1)
-        work.append(_FileWork(entry, chunk_file(corpus, snapshot, f, text, file_hash)))
+        entries.append(FileEntry(f.path, file_hash, str(f.local), text.count("\n") + 1))
+        to_chunk.append((f, text, file_hash))
     read_task.done()
+    chunk_task = progress.task(f"{corpus.name}: chunking files", len(to_chunk))
+    for entry, (chunks, terms) in zip(
+        entries, _chunk_all(corpus, snapshot, to_chunk, chunk_task.advance), strict=True
+    ):
+        work.append(_FileWork(entry, chunks, terms))
+    chunk_task.done()
+    del to_chunk
     t = clock.lap("read+chunk", t)
     removed = sorted(set(known) - present)
     report.files_total = len(present)
@@ -278,23 +434,29 @@ def _index_corpus(
 
     record = before or CorpusRecord(name=corpus.name)
     record.complete = False
-    store.set_record(record)  # creates the collection; marks the run as under way
+    store.set_record(record)  # marks the run as under way (and creates a server's collection)
 
     emb_cache = EmbeddingCache(store.index_dir / "embeddings.sqlite")
+    filled = 0
     try:
         t = _write_changes(
             store, corpus.name, work, embedder, emb_cache, progress, report, clock, t,
             reuse=not force,
         )  # fmt: skip
+        if removed:
+            stale = cache.chunk_ids_of(removed)
+            cache.remove_files(removed)
+            store.delete_ids(corpus.name, {i for ids in stale.values() for i in ids})
+        if store.local:
+            # chunks with no vector of this embedder: all of them after a switch, or the
+            # files an interrupted run of another embedder wrote
+            filled, t = _fill_vectors(
+                cache, corpus.name, embedder, emb_cache, progress, report, clock, t
+            )
     finally:
         emb_cache.close()
-
-    if removed:
-        stale = cache.chunk_ids_of(removed)
-        cache.remove_files(removed)
-        store.delete_ids(corpus.name, {i for ids in stale.values() for i in ids})
     # drop chroma records the cache does not know (a run killed between the two writes)
-    extra = store.chroma_ids(corpus.name) - cache.all_ids()
+    extra = store.chroma_ids(corpus.name) - cache.all_ids() if not store.local else set()
     store.delete_ids(corpus.name, extra)
     t = clock.lap("store", t)
 
@@ -305,8 +467,20 @@ def _index_corpus(
         lex_task.done()
     t = clock.lap("lexical", t)
 
+    generation = record.generation
+    dense = cache.dense() if store.local else None
+    dense_changed = store.local and (
+        changed or filled > 0 or dense is None or dense.embedder != embedder.key
+    )
+    if changed or dense_changed or before is None:
+        generation = new_generation()
+    if dense_changed:
+        cache.keep_vectors_of(embedder.key)  # the switch (if any) is complete
+        cache.export_dense(embedder.key, generation)
+    t = clock.lap("dense", t)
+
     report.chunks_total = cache.count()
-    generation = new_generation() if changed or before is None else record.generation
+    cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
     record = CorpusRecord(
         name=corpus.name,
@@ -322,45 +496,53 @@ def _index_corpus(
         generation=generation,
         complete=True,
         seconds=round(sum(clock.seconds.values()), 2),
+        embedder=embedder.spec,
+        dim=_dimension(cache, embedder) if store.local else embedder.dimension,
+        recipe=embedder.recipe,
+        store_format=STORE_FORMAT,
     )
     store.set_record(record)
     report.seconds = dict(clock.seconds)
     return report
 
 
-def _write_changes(
-    store: Store,
+def _dimension(cache: CorpusCache, embedder: Embedder) -> int:
+    """The vectors' size, from the stored vectors when there are some: a run that
+    embedded nothing need not load a transformer to ask it."""
+    dense = cache.dense()
+    if dense is not None and len(dense.rows):
+        return int(dense.matrix.shape[1])
+    return embedder.dimension
+
+
+def _embed_chunks(
     corpus: str,
-    work: list[_FileWork],
+    chunks: list[Chunk],
     embedder: Embedder,
     emb_cache: EmbeddingCache,
     progress: Progress,
     report: IndexReport,
-    clock: _Clock,
-    t: float,
     *,
     reuse: bool = True,
-) -> float:
-    """Embed what is missing (everything when not ``reuse``: --force re-embeds, and the
-    fresh vectors replace the cached ones), then write the files' chunks in batches."""
-    import numpy as np
+) -> dict[str, np.ndarray]:
+    """Vectors of ``chunks`` by chunk id: from the embedding cache, else embedded (all of
+    them when not ``reuse``: --force re-embeds, and the fresh vectors replace the cached).
 
+    Everything missing is embedded first, in groups ordered by token count (equal-length
+    texts in a batch pad nothing); each group lands in the cache at once, so a run killed
+    here loses at most one group and the next run reuses the rest.
+    """
     texts: dict[str, str] = {}
     keys_of: dict[str, str] = {}
-    for w in work:
-        for c in w.chunks:
-            text = embed_text(c)
-            key = reuse_key(c.path, text)
-            keys_of[c.id] = key
-            texts.setdefault(key, text)
+    for c in chunks:
+        text = embedder.text_for(c)
+        key = reuse_key(c.path, text)
+        keys_of[c.id] = key
+        texts.setdefault(key, text)
     cached = emb_cache.get_many(embedder.key, texts) if reuse else {}
     missing = [k for k in texts if k not in cached]
-    report.embeddings_reused = sum(1 for k in keys_of.values() if k in cached)
-    t = clock.lap("embed-lookup", t)
+    report.embeddings_reused += sum(1 for k in keys_of.values() if k in cached)
     embed_task = progress.task(f"{corpus}: embedding", len(missing))
-    # Embed everything missing first, in groups ordered by token count (equal-length
-    # texts in a batch pad nothing); each group lands in the embedding cache at once,
-    # so a run killed here loses at most one group and the next run reuses the rest.
     if missing:
         tokens = dict(
             zip(missing, embedder.token_lengths([texts[k] for k in missing]), strict=True)
@@ -377,6 +559,30 @@ def _write_changes(
             cached.update(zip(group, vecs, strict=True))
             report.embedded += len(group)
     embed_task.done()
+    return {cid: cached[key] for cid, key in keys_of.items()}
+
+
+def _write_changes(
+    store: Store,
+    corpus: str,
+    work: list[_FileWork],
+    embedder: Embedder,
+    emb_cache: EmbeddingCache,
+    progress: Progress,
+    report: IndexReport,
+    clock: _Clock,
+    t: float,
+    *,
+    reuse: bool = True,
+) -> float:
+    """Embed what is missing (see ``_embed_chunks``), then write the files' chunks in
+    batches of whole files."""
+    import numpy as np
+
+    all_chunks = [c for w in work for c in w.chunks]
+    vectors_of = _embed_chunks(
+        corpus, all_chunks, embedder, emb_cache, progress, report, reuse=reuse
+    )
     t = clock.lap("embed", t)
     write_task = progress.task(f"{corpus}: writing files", len(work))
     cache = store.cache(corpus)
@@ -389,23 +595,56 @@ def _write_changes(
             end += 1
         batch = work[start:end]
         chunks = [c for w in batch for c in w.chunks]
-        vectors: np.ndarray = (
-            np.stack([cached[keys_of[c.id]] for c in chunks])
-            if chunks
-            else np.zeros((0, 384), np.float32)
+        vectors: np.ndarray | None = (
+            np.stack([vectors_of[c.id] for c in chunks]) if chunks else None
         )
-        old_ids = cache.chunk_ids_of([w.entry.path for w in batch])
-        if chunks:
-            store.upsert(corpus, chunks, vectors)
-        cache.replace_files([w.entry for w in batch], chunks)
-        new_ids = {c.id for c in chunks}
-        store.delete_ids(corpus, {i for ids in old_ids.values() for i in ids} - new_ids)
+        terms = [t for w in batch for t in w.terms]
+        if store.local:
+            cache.replace_files([w.entry for w in batch], chunks, vectors, embedder.key, terms)
+        else:
+            old_ids = cache.chunk_ids_of([w.entry.path for w in batch])
+            if chunks and vectors is not None:
+                store.upsert(corpus, chunks, vectors)
+            cache.replace_files([w.entry for w in batch], chunks, terms=terms)
+            new_ids = {c.id for c in chunks}
+            store.delete_ids(corpus, {i for ids in old_ids.values() for i in ids} - new_ids)
         report.chunks_written += len(chunks)
         write_task.advance(len(batch))
         t = clock.lap("store", t)
         start = end
     write_task.done()
     return t
+
+
+def _fill_vectors(
+    cache: CorpusCache,
+    corpus: str,
+    embedder: Embedder,
+    emb_cache: EmbeddingCache,
+    progress: Progress,
+    report: IndexReport,
+    clock: _Clock,
+    t: float,
+) -> tuple[int, float]:
+    """Give every stored chunk a vector of ``embedder`` (written beside any other
+    embedder's, which stay until the run finishes); returns how many were written."""
+    import numpy as np
+
+    rows = cache.rows_without_vectors(embedder.key)
+    if not rows:
+        return 0, t
+    for first in range(0, len(rows), EMBED_GROUP * 4):
+        part = rows[first : first + EMBED_GROUP * 4]
+        by_row = cache.chunks_by_rows(part)
+        chunks = [by_row[r] for r in part if r in by_row]
+        vectors_of = _embed_chunks(corpus, chunks, embedder, emb_cache, progress, report)
+        t = clock.lap("embed", t)
+        present = [r for r in part if r in by_row]
+        cache.write_vectors(
+            embedder.key, present, np.stack([vectors_of[by_row[r].id] for r in present])
+        )
+        t = clock.lap("store", t)
+    return len(rows), t
 
 
 def _fetch_progress(progress: Progress) -> Any:

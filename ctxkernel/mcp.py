@@ -244,7 +244,7 @@ def _warm_up(toolset: ToolSet) -> None:
     try:
         ws = toolset.workspace
         if ws.store.corpora():
-            ws.embedder.embed_query("warm up")
+            ws.searcher.warm()  # each corpus's own embedder
     except Exception as exc:  # the calls that need it will report it; the server keeps going
         log.warning("warm-up failed: %s", exc)
 

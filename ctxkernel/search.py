@@ -14,9 +14,9 @@ from typing import Any
 
 from . import hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
-from .embed import Embedder
+from .embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
-from .store import CorpusCache, Store
+from .store import STORE_FORMAT, CorpusCache, Store
 from .tokenize import identifiers, tokenize
 
 MODES = ("hybrid", "lexical", "dense")
@@ -54,7 +54,8 @@ class Weights:
     body: float = 1.0  # BM25 over chunk text
     head: float = 1.0  # BM25 over symbol, title, defined names, file name
     file: float = 1.5  # BM25 over whole files, through each file's best chunk
-    dense: float = 1.5  # embedding similarity of chunk summaries
+    dense: float = 1.5  # embedding similarity of chunk summaries (a transformer's vectors)
+    dense_static: float = 1.0  # the same with static vectors: a blunter ranking, counted less
     symbol: float = 1.5  # chunks that define a name the query spells out
     raises: float = 3.0  # chunks whose statement raises the pasted error message
     path: float = 0.5  # files whose folder and file names hold the query's words
@@ -72,20 +73,55 @@ class SearchResult:
 
 
 class Searcher:
-    """Holds the store, the embedder (loaded once, lazily) and the per-corpus caches."""
+    """Holds the store, the embedders (loaded once, lazily) and the per-corpus caches.
+
+    A corpus's query vector comes from the embedder that built it (its record says which);
+    an ``embedder`` given here is a requirement: a corpus built with another is an error.
+    """
 
     def __init__(
         self, store: Store, embedder: Embedder | None = None, weights: Weights | None = None
     ) -> None:
         self.store = store
         self._embedder = embedder
+        self._by_key: dict[str, Embedder] = {embedder.key: embedder} if embedder else {}
         self.weights = weights or Weights()
 
     @property
     def embedder(self) -> Embedder:
+        """The required embedder, else the default one."""
         if self._embedder is None:
-            self._embedder = Embedder()
+            self._embedder = get_embedder()
+            self._by_key.setdefault(self._embedder.key, self._embedder)
         return self._embedder
+
+    def embedder_for(self, corpus: str) -> Embedder:
+        """The embedder whose vectors the corpus holds."""
+        record = self.store.record(corpus)
+        if record is None or not record.model:
+            return self.embedder
+        if self.store.local and record.store_format < STORE_FORMAT:
+            raise UserError(
+                f"corpus {corpus!r} was indexed by an older ctxkernel (vectors in chroma); "
+                f"run `ctxkernel index {corpus}` to move it to the current store "
+                "(its embeddings are reused)"
+            )
+        if self._embedder is not None and record.model != self._embedder.key:
+            raise UserError(
+                f"corpus {corpus!r} was embedded with {record.model}, not {self._embedder.key}; "
+                f"search it without --embed, or re-index it with this embedder "
+                f"(`ctxkernel index {corpus} --embed {self._embedder.spec}`)"
+            )
+        found = self._by_key.get(record.model)
+        if found is None:
+            found = embedder_for_record(record.embedder, record.model, record.recipe)
+            self._by_key[record.model] = found
+        return found
+
+    def warm(self, corpora: Sequence[str] | None = None) -> None:
+        """Load the embedders of these corpora (default: all indexed) and their snapshots."""
+        for name in corpora or self.indexed():
+            self.embedder_for(name).embed_query("warm up")
 
     def indexed(self) -> list[str]:
         return self.store.corpora()
@@ -159,16 +195,24 @@ class Searcher:
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            vector = query_vector(self.embedder, text)
+            # one query vector per embedder: corpora built with different ones each get theirs
+            embedders = {name: self.embedder_for(name) for name in caches}
+            by_key = {e.key: e for e in embedders.values()}
+            vectors = {key: query_vector(e, text) for key, e in by_key.items()}
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            near: list[tuple[float, str, int]] = []
+            near: dict[str, list[tuple[float, str, int]]] = {}
             for name, cache in caches.items():
-                near.extend(
-                    (d, name, r) for r, d in self._dense(name, cache, vector, depth, filters)
-                )
-            if near:
-                lists.append((self.weights.dense, _best_first(near, depth, reverse=False)))
+                key = embedders[name].key
+                found = self._dense(name, cache, vectors[key], depth, filters)
+                near.setdefault(key, []).extend((d, name, r) for r, d in found)
+            # one list per embedder, merged by cosine distance: distances of two embedders'
+            # vectors are not on one scale, so corpora built with different ones fuse by rank
+            for key, entries in near.items():
+                static = by_key[key].kind == "static"
+                weight = self.weights.dense_static if static else self.weights.dense
+                if entries:
+                    lists.append((weight, _best_first(entries, depth, reverse=False)))
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
         if mode == "hybrid":
             # a bare name asks for its definition: the definitions lead, in their order
@@ -181,14 +225,14 @@ class Searcher:
                 (sharp if name_query else lists).append((self.weights.symbol, ranked))
             path_weight = self.weights.path_in_example if example else self.weights.path
             if path_weight and not message and not name_query:
-                found: list[tuple[float, str, int]] = []
+                by_path: list[tuple[float, str, int]] = []
                 for name, cache in caches.items():
                     index = pathrank.path_index(cache, cache.get_info("generation") or "")
-                    found.extend((sc, name, r) for sc, r in index.rank(query, depth))
-                if found:
+                    by_path.extend((sc, name, r) for sc, r in index.rank(query, depth))
+                if by_path:
                     allowed = _allowed_rows(caches, filters)
-                    found = [e for e in found if allowed is None or e[2] in allowed[e[1]]]
-                    lists.append((path_weight, _best_first(found, depth, reverse=True)))
+                    by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
+                    lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
             if message and pool and self.weights.raises:
                 t = time.perf_counter()
                 raising = _raise_sites(caches, pool, message)
@@ -204,6 +248,8 @@ class Searcher:
         self, name: str, cache: CorpusCache, vector: Any, depth: int, filters: Filters
     ) -> list[tuple[int, float]]:
         """(row, cosine distance) of the nearest chunks of one corpus, nearest first."""
+        if self.store.local:
+            return _local_dense(cache, vector, depth, filters)
         n = depth * (4 if filters.path else 1)
         found = self.store.query(name, vector, n, filters.where())
         rows = cache.rows_for_ids([i for i, _ in found])
@@ -336,6 +382,25 @@ def _lexical_scored(
         mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
     ranked: dict[str, list[tuple[int, float]]] = index.rank_scored(tokens, depth, mask, weights)
     return ranked
+
+
+def _local_dense(
+    cache: CorpusCache, vector: Any, depth: int, filters: Filters
+) -> list[tuple[int, float]]:
+    """(row, cosine distance) nearest to ``vector`` in the corpus's vector snapshot
+    (``vectors.DenseIndex``), nearest first."""
+    import numpy as np
+
+    index = cache.dense()
+    if index is None:
+        return []
+    allowed = cache.filter_rows(
+        paths_glob=filters.path, language=filters.language, kind=filters.kind
+    )
+    mask = None
+    if allowed is not None:
+        mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+    return index.rank_scored(vector, depth, mask)
 
 
 def _symbol_rows(

@@ -1,17 +1,21 @@
-"""Store: chromadb (vectors, documents, metadata — the truth, local or on a server)
-beside a local per-corpus cache (SQLite chunk table + BM25 lexical index + symbol table).
+"""Store: the index of every corpus. A local store keeps each corpus in its cache
+(SQLite: chunks, their vectors and term counts, defined names; plus the BM25 and vector
+snapshots queries map); with ``--chroma-url`` a chromadb server holds vectors, documents
+and metadata (the truth, shared by a team) and the local cache is rebuilt from it.
 
 Layout under the index dir::
 
-    chroma/                 chromadb PersistentClient (absent with --chroma-url)
-    lexical/<corpus>/meta.sqlite   chunks, files, defined names, generation stamp
-    lexical/<corpus>/bm25/         bm25s index over the chunk texts (rebuilt per index run)
-    embeddings.sqlite       vectors by reuse key, so unchanged text is never re-embedded
+    records.json                   one record per corpus (source, version, embedder, ...)
+    lexical/<corpus>/meta.sqlite   chunks, files, defined names, vectors, term counts
+    lexical/<corpus>/bm25/         BM25 weights of three fields (rebuilt per index run)
+    lexical/<corpus>/dense/        the vectors of the corpus's embedder (rebuilt per run)
+    embeddings.sqlite              vectors by embedder and reuse key: text is embedded once
+    chroma/                        only in stores made before vectors moved into the cache
 
-Writes go chroma first, then the cache, and stale chroma records are removed last, so
-a run killed at any moment leaves a store that answers queries; the next run sees the
-files whose hash does not match and redoes them. ``reconcile`` drops chroma records the
-cache does not know (left by a run killed between the two writes).
+A chunk, its vectors and its term counts are written in one transaction, so a run killed
+at any moment leaves a store that answers queries; the next run sees the files whose hash
+does not match and redoes them. With a chroma server, writes go to chroma first, then the
+cache, and chroma records the cache does not know are removed at the end of a run.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import lexical
+from . import vectors as dense_vectors
 from .boilerplate import clean_title
 from .corpus import Chunk
 from .errors import UserError
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
 RECORD_KEY = "ctxkernel"
 COLLECTION_PREFIX = "ck-"
 CHROMA_BATCH = 1000
+# 2: vectors and term counts in the corpus cache (before: vectors only in chroma)
+STORE_FORMAT = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks(
@@ -49,6 +57,8 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, file_hash TEXT, local TE
 CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row INT NOT NULL);
 CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS file_stats(path TEXT PRIMARY KEY, size INT, mtime_ns INT, file_hash TEXT);
+CREATE TABLE IF NOT EXISTS wanted(path TEXT PRIMARY KEY, yes INT);
 """
 
 
@@ -65,10 +75,14 @@ class CorpusRecord:
     files: int = 0
     chunks: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
-    model: str = ""
+    model: str = ""  # the embedder's key: what the stored vectors depend on
     generation: str = ""
     complete: bool = False
     seconds: float = 0.0
+    embedder: str = ""  # how to get that embedder back: "static", "minilm" or a model path
+    dim: int = 0
+    recipe: str = ""  # digest of the embedder's recipe (model, vocabulary, sizes)
+    store_format: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,6 +180,9 @@ class CorpusCache:
         self._db: sqlite3.Connection | None = None
         self._bm25: Any = None
         self._bm25_mtime = 0.0
+        self._dense: Any = None
+        self._dense_mtime = 0.0
+        self._terms: lexical.TermIds | None = None
         self._files_memo: tuple[tuple[Any, int], dict[str, FileEntry]] | None = None
 
     @property
@@ -182,15 +199,21 @@ class CorpusCache:
             db = sqlite3.connect(self.db_path, timeout=30, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA + lexical.SCHEMA + dense_vectors.SCHEMA)
             self._db = db
         return self._db
+
+    def term_ids(self) -> lexical.TermIds:
+        if self._terms is None:
+            self._terms = lexical.TermIds(self.db())
+        return self._terms
 
     def exists(self) -> bool:
         return self.db_path.is_file()
 
     def close(self) -> None:
         self._files_memo = None
+        self._terms = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -230,41 +253,144 @@ class CorpusCache:
             out[path] = {r[0] for r in db.execute("SELECT id FROM chunks WHERE path=?", (path,))}
         return out
 
-    def replace_files(self, entries: Sequence[FileEntry], chunks: Sequence[Chunk]) -> None:
-        """Swap in the chunks of these files in one transaction."""
-        with self.db() as db:
-            for e in entries:
-                rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (e.path,))]
-                db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
-                db.execute("DELETE FROM chunks WHERE path=?", (e.path,))
-                db.execute(
-                    "INSERT OR REPLACE INTO files(path, file_hash, local, lines) VALUES(?,?,?,?)",
-                    (e.path, e.file_hash, e.local, e.lines),
-                )
-            for c in chunks:
-                cur = db.execute(
-                    f"INSERT OR REPLACE INTO chunks({_ROW_COLUMNS}) VALUES({','.join('?' * 16)})",
-                    _chunk_to_row(c),
-                )
-                row = cur.lastrowid
-                names = {n for n in c.defines if n}
-                db.executemany(
-                    "INSERT INTO defines(lname, name, row) VALUES(?,?,?)",
-                    [(n.lower(), n, row) for n in names],
-                )
+    def replace_files(
+        self,
+        entries: Sequence[FileEntry],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray | None = None,
+        embedder: str = "",
+        terms: Sequence[lexical.ChunkTerms] | None = None,
+    ) -> None:
+        """Swap in the chunks of these files (with their term counts, and their vectors
+        of embedder ``embedder`` when given) in one transaction; ``terms``: the chunks'
+        term counts when the caller has them already."""
+        if terms is None:
+            terms = [lexical.terms_of(c) for c in chunks]
+        try:
+            with self.db() as db:
+                for e in entries:
+                    rows = [
+                        r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (e.path,))
+                    ]
+                    self._delete_rows(db, rows)
+                    db.execute("DELETE FROM chunks WHERE path=?", (e.path,))
+                    db.execute(
+                        "INSERT OR REPLACE INTO files(path, file_hash, local, lines) VALUES(?,?,?,?)",
+                        (e.path, e.file_hash, e.local, e.lines),
+                    )
+                new_rows: list[int] = []
+                for c in chunks:
+                    cur = db.execute(
+                        f"INSERT OR REPLACE INTO chunks({_ROW_COLUMNS}) VALUES({','.join('?' * 16)})",
+                        _chunk_to_row(c),
+                    )
+                    row = int(cur.lastrowid or 0)
+                    new_rows.append(row)
+                    names = {n for n in c.defines if n}
+                    db.executemany(
+                        "INSERT INTO defines(lname, name, row) VALUES(?,?,?)",
+                        [(n.lower(), n, row) for n in names],
+                    )
+                lexical.write_chunk_terms(db, self.term_ids(), new_rows, terms)
+                by_file: dict[str, list[lexical.ChunkTerms]] = {e.path: [] for e in entries}
+                for c, ct in zip(chunks, terms, strict=True):
+                    by_file.setdefault(c.path, []).append(ct)
+                for path, cts in by_file.items():
+                    lexical.write_file_terms(db, self.term_ids(), path, cts)
+                if vectors is not None and embedder:
+                    dense_vectors.write(db, embedder, new_rows, vectors)
+        except BaseException:
+            self.term_ids().forget()  # ids handed out in the rolled-back transaction
+            raise
+
+    @staticmethod
+    def _delete_rows(db: sqlite3.Connection, rows: Sequence[int]) -> None:
+        db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
+        lexical.delete_rows(db, rows)
+        dense_vectors.delete_rows(db, rows)
 
     def remove_files(self, paths: Iterable[str]) -> None:
         with self.db() as db:
             for path in paths:
                 rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (path,))]
-                db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
+                self._delete_rows(db, rows)
                 db.execute("DELETE FROM chunks WHERE path=?", (path,))
                 db.execute("DELETE FROM files WHERE path=?", (path,))
+                lexical.delete_file(db, path)
+
+    # (size, mtime) of source files when their hash was taken: a re-index reads only
+    # the files whose stat moved
+    def file_stats(self) -> dict[str, tuple[int, int, str]]:
+        return {
+            p: (int(size), int(mtime), h)
+            for p, size, mtime, h in self.db().execute(
+                "SELECT path, size, mtime_ns, file_hash FROM file_stats"
+            )
+        }
+
+    def set_file_stats(
+        self, stats: Sequence[tuple[str, int, int, str]], older_than_ns: int
+    ) -> None:
+        with self.db() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, file_hash) VALUES(?,?,?,?)",
+                [s for s in stats if s[2] < older_than_ns],
+            )
+
+    # the corpus's include/exclude answer per source path, for the globs that gave it
+    def wanted_paths(self, globs: str) -> dict[str, bool]:
+        if self.get_info("wanted_globs") != globs:
+            return {}
+        return {p: bool(y) for p, y in self.db().execute("SELECT path, yes FROM wanted")}
+
+    def remember_wanted(self, globs: str, answers: dict[str, bool]) -> None:
+        with self.db() as db:
+            if self.get_info("wanted_globs") != globs:
+                db.execute("DELETE FROM wanted")
+                db.execute(
+                    "INSERT OR REPLACE INTO info(key, value) VALUES('wanted_globs', ?)", (globs,)
+                )
+            db.executemany(
+                "INSERT OR REPLACE INTO wanted(path, yes) VALUES(?, ?)",
+                [(p, int(y)) for p, y in answers.items()],
+            )
+
+    # vectors (local store)
+    def rows_without_vectors(self, embedder: str) -> list[int]:
+        return dense_vectors.rows_without(self.db(), embedder)
+
+    def write_vectors(self, embedder: str, rows: Sequence[int], vectors: np.ndarray) -> None:
+        with self.db() as db:
+            dense_vectors.write(db, embedder, rows, vectors)
+
+    def keep_vectors_of(self, embedder: str) -> None:
+        dense_vectors.keep_only(self.db(), embedder)
+
+    def export_dense(self, embedder: str, generation: str) -> int:
+        count = dense_vectors.export(self.db(), self.dense_dir, embedder, generation)
+        self._dense = None
+        return count
+
+    @property
+    def dense_dir(self) -> Path:
+        return self.directory / "dense"
+
+    def dense(self) -> Any:
+        """The corpus's DenseIndex snapshot, or None (loaded once, reloaded when rebuilt)."""
+        meta = self.dense_dir / "meta.json"
+        if not meta.is_file():
+            return None
+        mtime = meta.stat().st_mtime
+        if self._dense is None or mtime != self._dense_mtime:
+            self._dense = dense_vectors.DenseIndex.load(self.dense_dir)
+            self._dense_mtime = mtime
+        return self._dense
 
     def clear(self) -> None:
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         self._bm25 = None
+        self._dense = None
 
     def all_ids(self) -> set[str]:
         return {r[0] for r in self.db().execute("SELECT id FROM chunks")}
@@ -347,30 +473,27 @@ class CorpusCache:
 
     # lexical index
     def build_bm25(self) -> int:
-        """Rebuild the lexical index from the chunk table; returns the number of chunks."""
-        from .lexical import LexicalIndex
-
-        count = LexicalIndex.build(
-            self.bm25_dir, self.iter_rows("row, path, symbol, title, defines, text")
-        )
+        """Rebuild the lexical index from the stored term counts; returns the number of chunks."""
+        count = lexical.LexicalIndex.build(self.bm25_dir, self.db(), self.term_ids())
         self._bm25 = None
         return count
 
     def bm25(self) -> Any:
-        """The corpus's LexicalIndex, or None when there is none yet (loaded once, reloaded when rebuilt)."""
-        from .lexical import LexicalIndex
-
+        """The corpus's LexicalIndex, or None when there is none (in this format) yet;
+        loaded once, reloaded when rebuilt."""
         meta = self.bm25_dir / "meta.json"
         if not meta.is_file():
             return None
         mtime = meta.stat().st_mtime
         if self._bm25 is None or mtime != self._bm25_mtime:
-            self._bm25, self._bm25_mtime = LexicalIndex.load(self.bm25_dir), mtime
+            lookup = lexical.TermIds(self.db()).lookup
+            self._bm25, self._bm25_mtime = lexical.LexicalIndex.load(self.bm25_dir, lookup), mtime
         return self._bm25
 
 
 class Store:
-    """The index: one chroma collection and one local cache per corpus."""
+    """The index: one local cache per corpus, and one chroma collection per corpus on a
+    chroma server when there is one."""
 
     def __init__(self, index_dir: Path, chroma_url: str | None = None) -> None:
         self.index_dir = Path(index_dir)
@@ -378,6 +501,11 @@ class Store:
         self._client: Any = None
         self._caches: dict[str, CorpusCache] = {}
         self._collections: dict[str, Any] = {}  # handles kept for queries
+
+    @property
+    def local(self) -> bool:
+        """Vectors and records live in the local caches (no chroma server)."""
+        return not self.chroma_url
 
     # chroma
     def client(self) -> Any:
@@ -408,9 +536,9 @@ class Store:
         except Exception:  # chroma raises NotFoundError / ValueError depending on version
             return None
 
-    # Corpus records live in chroma (the truth, shared through a server). A local store
-    # also mirrors them in records.json, so lookups that need no vectors (docs, grep,
-    # show, lexical search) never pay for importing chromadb.
+    # Corpus records live in records.json in a local store, and in the collections'
+    # metadata on a chroma server (shared by everyone who uses it). A local store made
+    # before records.json existed has them in its chroma dir: read once, then mirrored.
     @property
     def _records_file(self) -> Path:
         return self.index_dir / "records.json"
@@ -419,21 +547,38 @@ class Store:
         if self.chroma_url:
             return None
         if not self._records_file.is_file():
-            if not (self.index_dir / "chroma").is_dir():
-                return {}  # nothing indexed here yet
-            # a store made before the mirror existed (or the file was deleted): rebuild it
-            records = self._records_from_chroma()
-            self._write_local_records(records)
+            # nothing indexed here yet, or the file was deleted, or a store made before
+            # records.json existed: what the caches (or a legacy chroma dir) recorded
+            records = self._recovered_records()
+            if records:
+                self._write_local_records(records)
             return records
         try:
             data = json.loads(self._records_file.read_text())
         except (OSError, json.JSONDecodeError):
             data = None
         if not isinstance(data, dict):
-            # a damaged mirror: chroma holds the truth, write it again from there
-            data = self._records_from_chroma()
+            # a damaged file: write it again from the copies each corpus keeps
+            data = self._recovered_records()
             self._write_local_records(data)
         return data
+
+    def _recovered_records(self) -> dict[str, dict[str, Any]]:
+        """The records as the corpus caches keep them (each run writes its corpus's record
+        there too), else those of a legacy chroma dir."""
+        if (self.index_dir / "chroma").is_dir():
+            return self._records_from_chroma()
+        out: dict[str, dict[str, Any]] = {}
+        for db_path in sorted((self.index_dir / "lexical").glob("*/meta.sqlite")):
+            name = db_path.parent.name
+            try:
+                raw = self.cache(name).get_info("record")
+                data = json.loads(raw) if raw else None
+            except (sqlite3.Error, json.JSONDecodeError):
+                continue  # a damaged cache: that corpus is indexed again
+            if isinstance(data, dict):
+                out[name] = data
+        return out
 
     def forget_local_records(self) -> None:
         """Empty the records mirror (the chroma store it mirrored was set aside)."""
@@ -460,6 +605,8 @@ class Store:
         local = self._local_records()
         if local is not None:
             return sorted(local)
+        if self.local and not (self.index_dir / "chroma").is_dir():
+            return []
         names = []
         for col in self.client().list_collections():
             name = col if isinstance(col, str) else col.name
@@ -471,6 +618,8 @@ class Store:
         local = self._local_records()
         if local is not None:
             return _record_from(corpus, local[corpus]) if corpus in local else None
+        if self.local and not (self.index_dir / "chroma").is_dir():
+            return None
         col = self.collection(corpus)
         if col is None:
             return None
@@ -478,12 +627,15 @@ class Store:
         return _record_from(corpus, json.loads(raw) if raw else {})
 
     def set_record(self, record: CorpusRecord) -> None:
-        col = self.collection(record.name, create=True)
-        col.modify(metadata={RECORD_KEY: json.dumps(record.to_json())})
-        if not self.chroma_url:
-            local = self._local_records() or self._records_from_chroma()
-            local[record.name] = record.to_json()
-            self._write_local_records(local)
+        if not self.local:
+            col = self.collection(record.name, create=True)
+            col.modify(metadata={RECORD_KEY: json.dumps(record.to_json())})
+            return
+        local = self._local_records() or {}
+        local[record.name] = record.to_json()
+        # the cache's copy: records.json is written again from these when it is lost
+        self.cache(record.name).set_info("record", json.dumps(record.to_json()))
+        self._write_local_records(local)
 
     def _records_from_chroma(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -499,6 +651,10 @@ class Store:
         return out
 
     def upsert(self, corpus: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Write chunks and vectors to the chroma server (a local store keeps them in the
+        cache: ``CorpusCache.replace_files``)."""
+        if self.local:
+            return
         col = self.collection(corpus, create=True)
         for start in range(0, len(chunks), CHROMA_BATCH):
             part = chunks[start : start + CHROMA_BATCH]
@@ -510,14 +666,19 @@ class Store:
             )
 
     def delete_ids(self, corpus: str, ids: Iterable[str]) -> None:
-        col = self.collection(corpus)
         ids = list(ids)
+        if self.local or not ids:
+            return
+        col = self.collection(corpus)
         if col is None or not ids:
             return
         for start in range(0, len(ids), CHROMA_BATCH):
             col.delete(ids=ids[start : start + CHROMA_BATCH])
 
     def chroma_ids(self, corpus: str) -> set[str]:
+        """Ids of the corpus's chunks on the chroma server (none in a local store)."""
+        if self.local:
+            return set()
         col = self.collection(corpus)
         if col is None:
             return set()
@@ -533,6 +694,10 @@ class Store:
     def query(
         self, corpus: str, vector: np.ndarray, n: int, where: dict[str, Any] | None = None
     ) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the nearest chunks on the chroma server. A local
+        store's vectors are searched in the corpus cache's snapshot (``CorpusCache.dense``)."""
+        if self.local:
+            raise RuntimeError("Store.query asks a chroma server; this store is local")
         col = self._query_collection(corpus)
         if col is None:
             return []
@@ -568,10 +733,11 @@ class Store:
 
     def drop(self, corpus: str) -> None:
         self._collections.pop(corpus, None)
-        try:
-            self.client().delete_collection(COLLECTION_PREFIX + corpus)
-        except Exception:
-            pass
+        if not self.local:
+            try:
+                self.client().delete_collection(COLLECTION_PREFIX + corpus)
+            except Exception:
+                pass
         local = self._local_records()
         if local is not None and corpus in local:
             del local[corpus]
@@ -591,6 +757,8 @@ class Store:
         """The corpus's cache, rebuilt from chroma when another writer moved it on
         (a shared server, or a cache deleted by hand)."""
         cache = self.cache(corpus)
+        if self.local:
+            return cache  # the cache is the truth
         record = record or self.record(corpus)
         if record is None:
             return cache

@@ -99,38 +99,54 @@ def _sub_words(part: str) -> list[str]:
     return words
 
 
+_EXPANDED: dict[str, tuple[str, ...]] = {}
+_EXPANDED_MAX = 500_000  # distinct identifiers remembered (CUTLASS has about 200,000)
+
+
 def tokenize(text: str) -> list[str]:
     """Tokens for indexing and querying (order kept, duplicates kept: BM25 counts them)."""
     tokens: list[str] = []
-    for match in _IDENT.finditer(text):
-        raw = match.group(0)
-        leading_dot = raw.startswith(".")
-        body = raw[1:] if leading_dot else raw
-        compound = body.replace("::", ".")
-        parts = [p for p in compound.split(".") if p]
-        if leading_dot and len(parts) == 1:
-            tokens.append("." + parts[0].lower())  # a PTX directive or modifier
-        if len(parts) > 1:
-            tokens.append(compound.lower())
-            # also every dotted suffix of length >= 2 (``tl.dot`` inside ``triton.language.dot``)
-            for i in range(1, len(parts) - 1):
-                tokens.append(".".join(parts[i:]).lower())
-        for part in parts:
-            lower = part.lower()
-            if lower in STOPWORDS and len(parts) == 1:
-                continue
-            subs = _sub_words(part)
-            emitted = False
-            for word in subs:
-                w = word.lower()
-                if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS:
-                    # whole identifiers stay as written; words (and identifier pieces) are stemmed
-                    whole = word == part and (len(subs) > 1 or not word.islower())
-                    tokens.append(w if whole or len(w) < 4 or not w.isalpha() else stem(w))
-                    emitted = True
-            if not emitted and len(lower) > 0 and lower not in STOPWORDS:
-                tokens.append(lower)
+    memo = _EXPANDED
+    for raw in _IDENT.findall(text):
+        got = memo.get(raw)
+        if got is None:
+            got = _expand(raw)
+            if len(memo) < _EXPANDED_MAX:
+                memo[raw] = got
+        tokens.extend(got)
     return tokens
+
+
+def _expand(raw: str) -> tuple[str, ...]:
+    """The tokens of one identifier-like match (code repeats the same names: memoised)."""
+    tokens: list[str] = []
+    leading_dot = raw.startswith(".")
+    body = raw[1:] if leading_dot else raw
+    compound = body.replace("::", ".")
+    parts = [p for p in compound.split(".") if p]
+    if leading_dot and len(parts) == 1:
+        tokens.append("." + parts[0].lower())  # a PTX directive or modifier
+    if len(parts) > 1:
+        tokens.append(compound.lower())
+        # also every dotted suffix of length >= 2 (``tl.dot`` inside ``triton.language.dot``)
+        for i in range(1, len(parts) - 1):
+            tokens.append(".".join(parts[i:]).lower())
+    for part in parts:
+        lower = part.lower()
+        if lower in STOPWORDS and len(parts) == 1:
+            continue
+        subs = _sub_words(part)
+        emitted = False
+        for word in subs:
+            w = word.lower()
+            if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS:
+                # whole identifiers stay as written; words (and identifier pieces) are stemmed
+                whole = word == part and (len(subs) > 1 or not word.islower())
+                tokens.append(w if whole or len(w) < 4 or not w.isalpha() else stem(w))
+                emitted = True
+        if not emitted and len(lower) > 0 and lower not in STOPWORDS:
+            tokens.append(lower)
+    return tuple(tokens)
 
 
 def identifiers(text: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Workspace: one index (store + corpus definitions + searcher) and the operations on
 it — index, update, corpora, search, grep, read. The CLI, the agent tools and the MCP
-server all hold a Workspace; it loads the embedding model once and only when needed.
+server all hold a Workspace; it loads an embedder once and only when needed (indexing
+uses the chosen one; a search uses, per corpus, the one that built the corpus).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .corpus import (
 )
 from .docs import DocsResult
 from .docs import lookup as docs_lookup
-from .embed import Embedder
+from .embed import Embedder, get_embedder
 from .errors import UserError, check_text
 from .grep import GrepResult, grep
 from .progress import Progress
@@ -69,6 +70,8 @@ class CorpusStatus:
             "chunks": r.chunks if r else 0,
             "skipped": r.skipped if r else {},
             "model": r.model if r else "",
+            "embedder": r.embedder if r else "",
+            "dim": r.dim if r else 0,
             "size_bytes": self.size_bytes,
             "upstream_version": self.upstream,
             "upstream_moved": self.moved_on,
@@ -111,22 +114,32 @@ def _iso(ts: float) -> str:
 
 
 class Workspace:
-    def __init__(self, index_dir: str | Path | None = None, chroma_url: str | None = None) -> None:
+    def __init__(
+        self,
+        index_dir: str | Path | None = None,
+        chroma_url: str | None = None,
+        embed: str | None = None,
+    ) -> None:
+        """``embed``: the embedder to index with ("static", "minilm" or a model directory;
+        default from env CTXKERNEL_EMBED or config.toml, else minilm). Given here, a search
+        also insists on it: a corpus built with another one is an error."""
         self.settings = config.resolve(index_dir, chroma_url)
         self.store = Store(self.settings.index_dir, self.settings.chroma_url)
+        self._embed = embed
         self._embedder: Embedder | None = None
         self._searcher: Searcher | None = None
 
     @property
     def embedder(self) -> Embedder:
+        """The embedder index runs use."""
         if self._embedder is None:
-            self._embedder = Embedder(self.settings.embed_model)
+            self._embedder = get_embedder(self._embed, self.settings.embed)
         return self._embedder
 
     @property
     def searcher(self) -> Searcher:
         if self._searcher is None:
-            self._searcher = Searcher(self.store, self.embedder)
+            self._searcher = Searcher(self.store, self.embedder if self._embed else None)
         return self._searcher
 
     # --- corpora ---

@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+_OWN_EMBEDDERS: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The static embedder of every test, session fixture and subprocess: the "tiny"
+    recipe (distilled in seconds from the real bundled model, with a small vocabulary),
+    built once per session in a temp dir (CTXKERNEL_TEST_EMBEDDERS_DIR keeps it across
+    sessions instead)."""
+    os.environ["CTXKERNEL_STATIC_RECIPE"] = "tiny"
+    os.environ["CTXKERNEL_EMBED"] = "static"  # subprocesses of session fixtures too
+    kept = os.environ.get("CTXKERNEL_TEST_EMBEDDERS_DIR")
+    if kept:
+        os.environ["CTXKERNEL_EMBEDDERS_DIR"] = kept
+    else:
+        _OWN_EMBEDDERS.append(tempfile.mkdtemp(prefix="ck-embedders-"))
+        os.environ["CTXKERNEL_EMBEDDERS_DIR"] = _OWN_EMBEDDERS[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _OWN_EMBEDDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def embedders_dir() -> Path:
+    """Built embedders, shared by the session: the static one is distilled once."""
+    return Path(os.environ["CTXKERNEL_EMBEDDERS_DIR"])
+
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point every user directory at the test's temp dir; no test touches the real ones."""
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedders_dir: Path) -> Path:
+    """Point every user directory at the test's temp dir; no test touches the real ones
+    (built embedders are the session's, see ``pytest_configure``)."""
     home = tmp_path / "ckhome"
     home.mkdir()
     monkeypatch.setenv("CTXKERNEL_HOME", str(home))
@@ -23,6 +54,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("CTXKERNEL_CHROMA_URL", raising=False)
+    # tests index with the static embedder's tiny recipe (seconds); the default itself
+    # (MiniLM) is what tests/retrieval/test_embed.py checks with this variable unset
+    monkeypatch.setenv("CTXKERNEL_EMBED", "static")
+    monkeypatch.setenv("CTXKERNEL_EMBEDDERS_DIR", str(embedders_dir))
+    monkeypatch.setenv("CTXKERNEL_STATIC_RECIPE", "tiny")
     return home
 
 

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "agent": "agent:agent_cmd",
     "runs": "runs:runs_group",
     "context": "context:context_group",
+    "embedder": "embedder:embedder_group",
 }
 
 

@@ -37,7 +37,20 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def workspace(index_dir: str | None, chroma_url: str | None) -> Any:
+def embed_option(func: F) -> F:
+    """--embed: the embedder an index run uses (static, minilm, or a model directory)."""
+    return click.option(
+        "--embed",
+        "embed",
+        default=None,
+        metavar="EMBEDDER",
+        help="Embedder: 'minilm' (default: the bundled transformer), 'static' (distilled offline "
+        "from it, no torch at search time, ~15x faster to index on a CPU, a little lower recall) "
+        "or a local sentence-transformers model directory; env CTXKERNEL_EMBED.",
+    )(func)
+
+
+def workspace(index_dir: str | None, chroma_url: str | None, embed: str | None = None) -> Any:
     from ..workspace import Workspace
 
-    return Workspace(index_dir, chroma_url)
+    return Workspace(index_dir, chroma_url, embed)

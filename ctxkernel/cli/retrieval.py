@@ -12,7 +12,7 @@ from .. import progress as progress_mod
 from ..paramspec import click_params, from_cli
 from ..queries import GrepQuery, ReadQuery, SearchQuery
 from ..render import console, json_line, print_file_range, print_hits
-from .common import index_options, json_option, workspace
+from .common import embed_option, index_options, json_option, workspace
 
 
 @click.command("index")
@@ -39,6 +39,7 @@ from .common import index_options, json_option, workspace
     help="Repair: drop this corpus's index (setting aside a damaged store) and build it "
     "again from the source, reusing cached vectors.",
 )
+@embed_option
 @index_options
 @json_option
 def index_cmd(
@@ -47,6 +48,7 @@ def index_cmd(
     ref: str,
     force: bool,
     rebuild: bool,
+    embed: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -54,16 +56,18 @@ def index_cmd(
     """Index the corpus NAME (see `ctxkernel corpora` for the defined ones).
 
     Clones or reads the source, chunks files by structure, embeds new chunks and
-    stores them with a lexical index beside. Re-running only redoes changed files.
+    stores them with a lexical index beside. Re-running only redoes changed files;
+    another --embed than the corpus was built with re-embeds its chunks.
 
     \b
     Examples:
       ctxkernel index triton --source pkg:triton
       ctxkernel index cutlass --source ~/mirrors/cutlass.git
+      ctxkernel index cutlass --embed minilm
       ctxkernel index ptx --source ./ptx-isa.html
       ctxkernel index triton --rebuild      # after an error that names a damaged index
     """
-    ws = workspace(index_dir, chroma_url)
+    ws = workspace(index_dir, chroma_url, embed)
     with progress_mod.for_cli(as_json) as progress:
         report = ws.index(
             name, source=source, ref=ref, progress=progress, force=force, rebuild=rebuild
@@ -77,11 +81,14 @@ def index_cmd(
 
 @click.command("update")
 @click.argument("name")
+@embed_option
 @index_options
 @json_option
-def update_cmd(name: str, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+def update_cmd(
+    name: str, embed: str | None, index_dir: str | None, chroma_url: str | None, as_json: bool
+) -> int:
     """Pull what changed upstream for NAME (from the source it was indexed from) and re-index the difference."""
-    ws = workspace(index_dir, chroma_url)
+    ws = workspace(index_dir, chroma_url, embed)
     with progress_mod.for_cli(as_json) as progress:
         report = ws.update(name, progress=progress)
     if as_json:
@@ -122,7 +129,18 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for col in ("corpus", "source", "version", "indexed", "files", "chunks", "size", "upstream"):
+    cols = (
+        "corpus",
+        "source",
+        "version",
+        "indexed",
+        "files",
+        "chunks",
+        "embedder",
+        "size",
+        "upstream",
+    )
+    for col in cols:
         table.add_column(col)
     for st in statuses:
         if st.error:
@@ -130,7 +148,7 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
         r = st.record
         if r is None:
             state = "broken definition" if st.error else "not indexed"
-            table.add_row(st.name, "-", "-", state, "-", "-", "-", "-")
+            table.add_row(st.name, "-", "-", state, "-", "-", "-", "-", "-")
             continue
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.indexed_at)) if r.indexed_at else "-"
@@ -145,6 +163,7 @@ def corpora_cmd(offline: bool, index_dir: str | None, chroma_url: str | None, as
             when,
             str(r.files),
             str(r.chunks),
+            r.embedder or r.model or "-",
             _size(st.size_bytes),
             moved,
         )
@@ -162,9 +181,19 @@ def _size(n: int) -> str:
 
 @click.command("search")
 @click_params(SearchQuery)
+@click.option(
+    "--embed",
+    "embed",
+    default=None,
+    metavar="EMBEDDER",
+    help="Insist on this embedder (static, minilm, a model directory): a corpus built with "
+    "another one is an error. Default: each corpus with the embedder that built it.",
+)
 @index_options
 @json_option
-def search_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
+def search_cmd(
+    index_dir: str | None, chroma_url: str | None, embed: str | None, as_json: bool, **params: Any
+) -> int:
     """Search the index in plain words or by name (hybrid lexical + dense).
 
     QUERY is what to look for: a question in plain words or a name.
@@ -177,7 +206,7 @@ def search_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **p
     """
     request = from_cli(SearchQuery, params)
     query = request.query
-    result = request.run(workspace(index_dir, chroma_url))
+    result = request.run(workspace(index_dir, chroma_url, embed))
     if as_json:
         for hit in result.hits:
             json_line(hit.to_json())

@@ -31,7 +31,9 @@ from .conftest import Run, Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("CTXKERNEL_FUZZ_EXAMPLES", "15"))
-IN_PROCESS_SKIP = {("mcp",)}  # serves stdio or HTTP until stopped: see the subprocess cases
+# mcp serves stdio or HTTP until stopped; embedder build distils a model (minutes for the
+# default recipe, each time with --force): see the subprocess cases
+IN_PROCESS_SKIP = {("mcp",), ("embedder", "build")}
 
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -212,6 +214,7 @@ def test_every_command_is_fuzzed() -> None:
         [b"mcp", b"--port", b"\xff"],
         [b"mcp", b"--log-level", b"loud"],
         [b"index", b"x" * 100_000],
+        [b"embedder", b"build", b"--recipe", b"\xff"],
     ],
     ids=[
         "search",
@@ -221,6 +224,7 @@ def test_every_command_is_fuzzed() -> None:
         "mcp-port",
         "mcp-log-level",
         "index-huge",
+        "embedder-build-recipe",
     ],
 )
 def test_fuzz_cases_in_a_real_process(sandbox: Sandbox, argv: list[bytes]) -> None:

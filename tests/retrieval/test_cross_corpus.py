@@ -60,7 +60,9 @@ def test_one_corpus_search_is_unchanged_by_the_merge(two_corpora: Workspace) -> 
 def test_shared_idf_scores_equal_one_index_over_both_corpora(tmp_path: Path) -> None:
     """Merged by score with one IDF, two corpora rank as one index over both would
     (documents of one length, so BM25's length part is the same in every index)."""
-    from ctxkernel.lexical import LexicalIndex, shared_idf_weights
+    from ctxkernel.corpus import Chunk
+    from ctxkernel.lexical import shared_idf_weights
+    from ctxkernel.store import CorpusCache, FileEntry
 
     big = ["tile copy layout pad pad pad pad"] * 30 + ["tile pad pad pad pad pad pad"] * 10
     big += ["make tiled copy atom thr val layout"]
@@ -68,9 +70,12 @@ def test_shared_idf_scores_equal_one_index_over_both_corpora(tmp_path: Path) -> 
     docs = {"big": big, "tiny": tiny, "all": big + tiny}
     indexes = {}
     for name, texts in docs.items():
-        rows = [(i, f"{name}/{i}.txt", "", "", "", t) for i, t in enumerate(texts)]
-        LexicalIndex.build(tmp_path / name, rows)
-        loaded = LexicalIndex.load(tmp_path / name)
+        cache = CorpusCache(tmp_path / name, name)
+        for i, t in enumerate(texts):
+            path = f"{name}/{i}.txt"
+            cache.replace_files([FileEntry(path, "h", "", 1)], [Chunk(name, path, 1, 1, t)])
+        cache.build_bm25()
+        loaded = cache.bm25()
         assert loaded is not None
         indexes[name] = loaded
     tokens = ["make", "copi", "layout", "faster"]
@@ -89,3 +94,27 @@ def test_shared_idf_scores_equal_one_index_over_both_corpora(tmp_path: Path) -> 
     # and without the shared IDF the tiny corpus's scores would not compare
     plain = indexes["tiny"].scores("body", tokens)
     assert abs(float(plain[0]) - expected[len(big)]) > 0.1
+
+
+def test_corpora_of_two_embedders_are_searched_together(
+    isolated_home: Path, demo_corpus: str, tmp_path: Path
+) -> None:
+    """Each corpus gets the query vector of the embedder that built it; their distances
+    are not on one scale, so each embedder's corpora make one dense list of their own."""
+    import git
+
+    path = tmp_path / "notes"
+    notes = Repo(path, git.Repo.init(path, initial_branch="main"))
+    for rel, text in NOTES.items():
+        notes.write(rel, text)
+    notes.commit("notes")
+    define_corpus(isolated_home, "notes", str(path))
+    Workspace(embed="minilm").index(demo_corpus)
+    Workspace().index("notes")
+    ws = Workspace()
+    assert {ws.store.record(n).embedder for n in (demo_corpus, "notes")} == {"minilm", "static"}  # type: ignore[union-attr]
+    dense = ws.search("how to make a copy of a tiled layout", k=20, mode="dense").hits
+    assert {h.chunk.corpus for h in dense} == {demo_corpus, "notes"}
+    assert dense[0].rank == 1
+    hybrid = ws.search("make_tiled_copy", k=1).hits
+    assert hybrid[0].chunk.corpus == demo_corpus and "make_tiled_copy" in hybrid[0].chunk.text

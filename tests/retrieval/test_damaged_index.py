@@ -1,5 +1,5 @@
-"""A damaged index — a truncated lexical file, a corrupted SQLite chunk table, a corrupted
-chroma store, a broken embedding cache — is named in one line with the command that
+"""A damaged index — a truncated BM25 or vector snapshot file, a corrupted SQLite chunk
+table, a corrupted legacy chroma store, a broken embedding cache — is named in one line with the command that
 repairs it (exit 2, no traceback), and `index NAME --rebuild` repairs it."""
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ def _sqlite_damage(path: Path) -> None:
 
 
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
-    "bm25-array": (lambda i: _truncate(i / "lexical/demo/bm25/body/data.csc.index.npy", 10),
+    "bm25-array": (lambda i: _truncate(i / "lexical/demo/bm25/body.docs.npy", 10),
                    "lexical/demo/bm25"),
-    "bm25-vocab": (lambda i: _truncate(i / "lexical/demo/bm25/head/vocab.index.json", 5),
-                   "lexical/demo/bm25"),
+    "bm25-counts": (lambda i: _truncate(i / "lexical/demo/bm25/head.tf.npy", 90),
+                    "lexical/demo/bm25"),
     "bm25-rows": (lambda i: _truncate(i / "lexical/demo/bm25/rows.npy", 5), "lexical/demo/bm25"),
     "chunk-table": (lambda i: _sqlite_damage(i / "lexical/demo/meta.sqlite"),
                     "lexical/demo/meta.sqlite"),
@@ -107,20 +107,47 @@ def test_damaged_lexical_index_is_named_with_its_repair(
         assert run_cli(*args, *idx).code == 0, args
 
 
-def test_corrupted_chroma_store_is_named_with_its_repair(
+def test_damaged_vector_snapshot_is_named_with_its_repair(
     index: Path, run_cli: Callable[..., CliResult]
 ) -> None:
+    _truncate(index / "lexical/demo/dense/matrix.npy", 100)
+    idx = ("--index-dir", str(index))
+    line = _one_line(run_cli("search", "a copy atom for a tiled copy", *idx), "lexical/demo/dense")
+    assert "damaged" in line and "`ctxkernel index demo --rebuild`" in line
+    # the lexical side does not read the vectors and keeps working
+    assert run_cli("search", "make_tiled_copy", "--mode", "lexical", *idx).code == 0
+    repaired = run_cli("index", "demo", "--rebuild", *idx)
+    assert repaired.code == 0, repaired.err
+    assert "damaged local index" in repaired.err
+    assert run_cli("search", "a copy atom for a tiled copy", *idx).code == 0
+
+
+def test_corrupted_legacy_chroma_store_is_named_with_its_repair(
+    index: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """A store made when vectors lived in chroma still has its chroma dir; damaged, it is
+    named and --rebuild sets it aside."""
+    import chromadb
+    from chromadb.config import Settings
+
+    client = chromadb.PersistentClient(
+        path=str(index / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    client.get_or_create_collection("ck-demo", embedding_function=None)
+    del client
+    from chromadb.api.client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+    (index / "records.json").unlink()  # the records are read from the legacy chroma dir
     _sqlite_damage(index / "chroma" / "chroma.sqlite3")
     idx = ("--index-dir", str(index))
     line = _one_line(run_cli("search", "a copy atom for a tiled copy", *idx), "vector store")
-    assert "chroma.sqlite3" in line and "`ctxkernel index demo --rebuild`" in line
-    # the lexical side does not need chroma and keeps working
-    assert run_cli("search", "make_tiled_copy", "--mode", "lexical", *idx).code == 0
-    _one_line(run_cli("index", "demo", *idx), "vector store", "--rebuild", progress=True)
+    # the records were in the damaged store: the corpus's name is not known
+    assert "chroma.sqlite3" in line and "`ctxkernel index NAME --rebuild`" in line
     repaired = run_cli("index", "demo", "--rebuild", *idx)
     assert repaired.code == 0, repaired.err
     assert "moved the damaged vector store aside" in repaired.err
-    assert list(index.glob("chroma.damaged-*"))
+    assert list(index.glob("chroma.damaged-*")) and not (index / "chroma").exists()
     assert run_cli("search", "a copy atom for a tiled copy", *idx).code == 0
 
 
@@ -135,3 +162,23 @@ def test_damaged_embedding_cache_is_named_with_its_repair(
     repaired = run_cli("index", "demo", "--rebuild", *idx)
     assert repaired.code == 0 and "embedding cache aside" in repaired.err
     assert run_cli("index", "demo", "--force", *idx).code == 0
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated"])
+def test_lost_records_file_is_recovered_from_the_corpus_caches(
+    index: Path, run_cli: Callable[..., CliResult], how: str
+) -> None:
+    """Regression: a local store keeps no chroma; a lost records.json made every corpus
+    look not indexed (and the next index run dropped its cache)."""
+    records = index / "records.json"
+    if how == "deleted":
+        records.unlink()
+    else:
+        _truncate(records, 7)
+    idx = ("--index-dir", str(index))
+    found = run_cli("search", "a copy atom for a tiled copy", "--json", *idx)
+    assert found.code == 0, found.err
+    assert not (index / "chroma").exists()
+    again = run_cli("index", "demo", "--json", *idx)
+    assert again.code == 0, again.err
+    assert '"files_changed": 0' in again.out

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxkernel import Workspace
-from ctxkernel.store import Store
+from ctxkernel.store import CorpusCache
 
 from .conftest import Repo
 
@@ -114,18 +114,18 @@ def test_interrupted_index_still_answers_and_resumes(
 
     monkeypatch.setattr(indexer, "BATCH_CHUNKS", 1)
     calls = {"n": 0}
-    real = Store.upsert
+    real = CorpusCache.replace_files
 
-    def dying_upsert(self: Store, corpus: str, chunks: object, vectors: object) -> None:
+    def dying_write(self: CorpusCache, *args: object, **kwargs: object) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt  # the user pressed Ctrl-C mid-run
-        real(self, corpus, chunks, vectors)  # type: ignore[arg-type]
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Store, "upsert", dying_upsert)
+    monkeypatch.setattr(CorpusCache, "replace_files", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ws.update(demo_corpus)
-    monkeypatch.setattr(Store, "upsert", real)
+    monkeypatch.setattr(CorpusCache, "replace_files", real)
     fresh = Workspace()
     record = fresh.store.record(demo_corpus)
     assert record is not None and not record.complete  # `corpora` shows the run as unfinished
@@ -135,7 +135,8 @@ def test_interrupted_index_still_answers_and_resumes(
     done = fresh.store.record(demo_corpus)
     assert done is not None and done.complete
     cache = fresh.store.cache(demo_corpus)
-    assert cache.all_ids() == fresh.store.chroma_ids(demo_corpus)
+    assert cache.rows_without_vectors(done.model) == []  # every chunk has its vector
+    assert len(cache.dense().rows) == cache.count()
     assert fresh.search("extra helper number 5", k=10, mode="lexical").hits
 
 
@@ -153,7 +154,8 @@ def test_interrupted_embedding_keeps_finished_groups(
     from ctxkernel.embed import Embedder
 
     monkeypatch.setattr(indexer, "EMBED_GROUP", 2)
-    real = Embedder.embed
+    kind = type(ws.embedder)
+    real = kind.embed
     groups: list[int] = []
 
     def dying_embed(self: Embedder, texts: list[str], **kw: object) -> object:
@@ -162,10 +164,10 @@ def test_interrupted_embedding_keeps_finished_groups(
             raise KeyboardInterrupt
         return real(self, texts, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Embedder, "embed", dying_embed)
+    monkeypatch.setattr(kind, "embed", dying_embed)
     with pytest.raises(KeyboardInterrupt):
         ws.update(demo_corpus)
-    monkeypatch.setattr(Embedder, "embed", real)
+    monkeypatch.setattr(kind, "embed", real)
     assert groups == [2, 2, 2]
     fresh = Workspace()
     assert fresh.search("avoid bank conflicts swizzle", k=3).hits  # the old store answers
@@ -211,11 +213,8 @@ def test_killed_index_process_leaves_a_working_store(
     ws = Workspace()
     report = ws.index(demo_corpus)
     assert ws.store.record(demo_corpus).complete  # type: ignore[union-attr]
-    assert (
-        report.chunks_total
-        == ws.store.cache(demo_corpus).count()
-        == len(ws.store.chroma_ids(demo_corpus))
-    )
+    cache = ws.store.cache(demo_corpus)
+    assert report.chunks_total == cache.count() == len(cache.dense().rows)
     assert ws.search("Generated helper 39 7", mode="lexical", k=3).hits
 
 

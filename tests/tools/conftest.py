@@ -46,6 +46,9 @@ def demo_env(home: Path, base: Path) -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         "ANONYMIZED_TELEMETRY": "False",
         "TOKENIZERS_PARALLELISM": "false",
+        # the session's static embedder (tests/conftest.py)
+        "CTXKERNEL_STATIC_RECIPE": os.environ["CTXKERNEL_STATIC_RECIPE"],
+        "CTXKERNEL_EMBEDDERS_DIR": os.environ["CTXKERNEL_EMBEDDERS_DIR"],
     }
 
 

@@ -29,7 +29,7 @@ COMMANDS: dict[str, click.Command] = {
     "read": show_cmd,
 }
 # what a command adds that is about the command, not the query
-COMMAND_ONLY = {"index_dir", "chroma_url", "as_json", "plain"}
+COMMAND_ONLY = {"index_dir", "chroma_url", "as_json", "plain", "embed"}  # workspace options
 
 
 def _shared(tool: str) -> list[tuple[Declared, click.Parameter, dict[str, Any]]]:

@@ -1,0 +1,188 @@
+"""The numpy BM25 (ctxkernel.lexical): the scores bm25s gives on the same tokens, an index
+built from stored term counts after an update equal to one built from scratch, and term
+counts written with their chunks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxkernel.corpus import Chunk
+from ctxkernel.lexical import BM25_PARAMS, head_text, path_text
+from ctxkernel.store import CorpusCache, FileEntry
+from ctxkernel.tokenize import tokenize
+
+FILES = {
+    "src/copy.hpp": [
+        ("make_tiled_copy", "auto make_tiled_copy(Atom atom) { return TiledCopy{atom}; }"),
+        ("SM90_TMA_LOAD", "struct SM90_TMA_LOAD { cp.async.bulk.tensor mbarrier tma tma }"),
+    ],
+    "src/gemm.py": [
+        ("matmul", "def matmul(a, b):\n    return tl.dot(a, b)  # tile tile tile"),
+        ("softmax", "def softmax(x):\n    '''softmax of each row, numerically stable'''"),
+        ("", "import triton\nimport triton.language as tl"),
+    ],
+    "docs/guide.md": [("Pipelining", "Use several stages so that loads overlap with math tma.")],
+}
+
+
+def _chunks(files: dict[str, list[tuple[str, str]]]) -> dict[str, list[Chunk]]:
+    out: dict[str, list[Chunk]] = {}
+    for path, pieces in files.items():
+        out[path] = [
+            Chunk(
+                "t", path, 10 * i + 1, 10 * i + 5, text, symbol=sym, defines=(sym,) if sym else ()
+            )
+            for i, (sym, text) in enumerate(pieces)
+        ]
+    return out
+
+
+def _cache(tmp_path: Path, files: dict[str, list[tuple[str, str]]], name: str) -> CorpusCache:
+    cache = CorpusCache(tmp_path / name, "t")
+    for path, chunks in _chunks(files).items():
+        cache.replace_files([FileEntry(path, "h", "", 5)], chunks)
+    cache.build_bm25()
+    return cache
+
+
+QUERIES = [
+    "tma load mbarrier",
+    "make_tiled_copy",
+    "softmax of each row",
+    "tile",
+    "tl.dot",
+    "nothing",
+]
+
+
+def test_scores_are_the_ones_bm25s_gives(tmp_path: Path) -> None:
+    bm25s = pytest.importorskip("bm25s")
+    cache = _cache(tmp_path, FILES, "a")
+    index = cache.bm25()
+    chunks = [cache.chunks_by_rows([int(r)])[int(r)] for r in index.rows]
+    docs = {
+        "body": [tokenize(c.text) for c in chunks],
+        "head": [
+            tokenize(head_text(c.path, c.symbol, c.title, " ".join(c.defines))) for c in chunks
+        ],
+    }
+    for field, tokens in docs.items():
+        k1, b = BM25_PARAMS[field]
+        ref = bm25s.BM25(k1=k1, b=b)
+        ref.index(tokens, show_progress=False)
+        for q in QUERIES:
+            qt = [t for t in tokenize(q) if t in ref.vocab_dict]
+            want = ref.get_scores(qt) if qt else np.zeros(len(chunks))
+            np.testing.assert_allclose(index.scores(field, tokenize(q)), want, rtol=1e-5, atol=1e-6)
+    # the file field: whole files (path words and every chunk), spread to their chunks
+    paths = list(dict.fromkeys(c.path for c in chunks))
+    file_docs = [
+        tokenize(path_text(p)) + [t for c in chunks if c.path == p for t in tokenize(c.text)]
+        for p in paths
+    ]
+    ref = bm25s.BM25(k1=BM25_PARAMS["file"][0], b=BM25_PARAMS["file"][1])
+    ref.index(file_docs, show_progress=False)
+    for q in QUERIES:
+        qt = [t for t in tokenize(q) if t in ref.vocab_dict]
+        per_file = ref.get_scores(qt) if qt else np.zeros(len(paths))
+        want = np.array([per_file[paths.index(c.path)] for c in chunks])
+        np.testing.assert_allclose(index.scores("file", tokenize(q)), want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_updated_index_equals_one_built_from_scratch(tmp_path: Path) -> None:
+    """Term counts are kept per chunk: after replacing and removing files, the index is the
+    one a fresh build of the same files gives (ids differ, rankings and scores do not)."""
+    cache = _cache(tmp_path, FILES, "updated")
+    changed = dict(FILES)
+    changed["src/gemm.py"] = [
+        ("matmul", "def matmul(a, b):\n    return tl.dot(a, b)  # new words: swizzle")
+    ]
+    del changed["docs/guide.md"]
+    new = _chunks(changed)
+    cache.replace_files([FileEntry("src/gemm.py", "h2", "", 3)], new["src/gemm.py"])
+    cache.remove_files(["docs/guide.md"])
+    cache.build_bm25()
+    fresh = _cache(tmp_path, changed, "fresh")
+
+    def ranked(c: CorpusCache, q: str) -> dict[str, list[tuple[str, float]]]:
+        index = c.bm25()
+        out = {}
+        for field in ("body", "head", "file"):
+            scores = index.scores(field, tokenize(q))
+            ids = [c.chunks_by_rows([int(r)])[int(r)].id for r in index.rows]
+            out[field] = sorted((i, round(float(s), 5)) for i, s in zip(ids, scores, strict=True))
+        return out
+
+    for q in [*QUERIES, "swizzle", "stages overlap"]:
+        assert ranked(cache, q) == ranked(fresh, q)
+    assert cache.bm25().rank(tokenize("swizzle"), 5)["body"]
+
+
+def test_term_counts_are_written_with_their_chunks(tmp_path: Path) -> None:
+    cache = _cache(tmp_path, FILES, "c")
+    db = cache.db()
+    chunk_rows = {r for (r,) in db.execute("SELECT row FROM chunks")}
+    term_rows = {r for (r,) in db.execute("SELECT row FROM chunk_terms")}
+    assert chunk_rows == term_rows
+    cache.remove_files(["src/gemm.py"])
+    assert {r for (r,) in db.execute("SELECT row FROM chunk_terms")} == {
+        r for (r,) in db.execute("SELECT row FROM chunks")
+    }
+    assert "src/gemm.py" not in {p for (p,) in db.execute("SELECT path FROM file_terms")}
+
+
+def test_a_store_without_term_counts_is_backfilled(tmp_path: Path) -> None:
+    """Chunks stored before term counts were kept (or rebuilt from a chroma server) are
+    tokenized when the index is built."""
+    cache = _cache(tmp_path, FILES, "old")
+    db = cache.db()
+    with db:
+        db.execute("DELETE FROM chunk_terms")
+        db.execute("DELETE FROM file_terms")
+    cache.build_bm25()
+    top = cache.bm25().rank(tokenize("make_tiled_copy"), 3)["head"]
+    assert cache.chunks_by_rows(top[:1])[top[0]].symbol == "make_tiled_copy"
+
+
+def test_chunking_in_worker_processes_gives_the_serial_result(
+    demo_corpus: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many files are chunked (and their terms counted) in forked workers: same chunks,
+    same term counts, same ranking as one process."""
+    import ctxkernel.indexer as indexer
+    from ctxkernel import Workspace
+
+    def snapshot(ws: Workspace) -> tuple[list[tuple[str, str]], list[int]]:
+        cache = ws.store.cache(demo_corpus)
+        chunks = sorted(
+            (c.id, c.text)
+            for c in cache.chunks_by_rows(
+                [r for (r,) in cache.db().execute("SELECT row FROM chunks")]
+            ).values()
+        )
+        hits = ws.search("ring buffer pipeline stages", k=5, mode="lexical").hits
+        return chunks, [h.chunk.start_line for h in hits]
+
+    monkeypatch.setenv("CTXKERNEL_INDEX_WORKERS", "1")
+    serial_ws = Workspace(index_dir=str(Path(os.environ["CTXKERNEL_HOME"]) / "serial"))
+    serial_ws.index(demo_corpus)
+    monkeypatch.setenv("CTXKERNEL_INDEX_WORKERS", "2")
+    monkeypatch.setattr(indexer, "PARALLEL_MIN_FILES", 1)
+    pids = Path(os.environ["CTXKERNEL_HOME"]) / "pids"
+    real = indexer.terms_of
+
+    def counting(chunk: Chunk) -> object:
+        with pids.open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(chunk)
+
+    monkeypatch.setattr(indexer, "terms_of", counting)  # forked workers inherit the patch
+    parallel_ws = Workspace(index_dir=str(Path(os.environ["CTXKERNEL_HOME"]) / "parallel"))
+    parallel_ws.index(demo_corpus)
+    workers = set(pids.read_text().split())
+    assert workers and str(os.getpid()) not in workers
+    assert snapshot(parallel_ws) == snapshot(serial_ws)
