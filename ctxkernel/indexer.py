@@ -27,6 +27,7 @@ from .embedcache import EmbeddingCache
 from .errors import UserError
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
+from . import links
 from .store import CorpusRecord, FileEntry, Store, new_generation
 
 if TYPE_CHECKING:
@@ -308,6 +309,10 @@ def _index_corpus(
     report.chunks_total = cache.count()
     generation = new_generation() if changed or before is None else record.generation
     cache.set_info("generation", generation)
+    links_task = progress.task(f"{corpus.name}: concept links", None)
+    links.table(cache).close()  # rebuilt when the generation moved on
+    links_task.done()
+    t = clock.lap("links", t)
     record = CorpusRecord(
         name=corpus.name,
         source_kind=snapshot.kind,
