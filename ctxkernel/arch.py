@@ -15,8 +15,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from .corpus import Chunk, arch_tags
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 _TARGET_RE = re.compile(r"^(?:sm_?|compute_)?(\d{2,3})[af]?$", re.I)
 _CUDA_ARCH_RE = re.compile(r"__CUDA_ARCH__\s*>=?\s*(\d{3,4})")
@@ -65,10 +70,9 @@ def _family(text: str, sm: int) -> int | None:
 
 def of_chunk(chunk: Chunk) -> Requirement | None:
     """What ``chunk`` needs, or None when nothing says (then every target keeps it)."""
-    if chunk.corpus == "ptx" or chunk.kind == "doc" and chunk.language in ("markdown", "html"):
-        notes = isa_notes(chunk.text)
-        if notes is not None:
-            return notes
+    notes = isa_notes(chunk.text)
+    if notes is not None:
+        return notes
     # the path speaks first: an sm_100 example that mentions sm_90 in passing is sm_100
     from_path = arch_tags(chunk.path)
     guard = [int(m.group(1)) // 10 for m in _CUDA_ARCH_RE.finditer(chunk.text)]
@@ -98,14 +102,51 @@ def isa_notes(text: str) -> Requirement | None:
     return Requirement(sm, family)
 
 
-def accepts(chunk: Chunk, target: int | None) -> bool:
+class Resolver:
+    """Requirements with the index at hand: a documentation section cut into parts states
+    its Target ISA Notes once, in one part; the other parts need the same."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sections: dict[tuple[str, str, str], Requirement | None] = {}
+
+    def of(self, chunk: Chunk) -> Requirement | None:
+        if chunk.language in _DOC_LANGUAGES and isa_notes(chunk.text) is None:
+            notes = self._section_notes(chunk)
+            if notes is not None:
+                return notes
+        return of_chunk(chunk)
+
+    def _section_notes(self, chunk: Chunk) -> Requirement | None:
+        title = _section_title(chunk.title)
+        key = (chunk.corpus, chunk.path, title)
+        if key not in self._sections:
+            found = None
+            if chunk.corpus in self.store.corpora():
+                for part in self.store.synced_cache(chunk.corpus).chunks_of_file(chunk.path):
+                    if _section_title(part.title) == title:
+                        found = isa_notes(part.text)
+                        if found is not None:
+                            break
+            self._sections[key] = found
+        return self._sections[key]
+
+
+_DOC_LANGUAGES = frozenset({"markdown", "html", "rst"})
+
+
+def _section_title(title: str) -> str:
+    return title.split(" (part", 1)[0].strip()
+
+
+def accepts(chunk: Chunk, target: int | None, resolver: Resolver | None = None) -> bool:
     if target is None:
         return True
-    need = of_chunk(chunk)
+    need = resolver.of(chunk) if resolver else of_chunk(chunk)
     return need is None or need.runs_on(target)
 
 
-def label(chunk: Chunk) -> str:
+def label(chunk: Chunk, resolver: Resolver | None = None) -> str:
     """``sm_90a``, ``sm_100``, or "" when the chunk says nothing of its target."""
-    need = of_chunk(chunk)
+    need = resolver.of(chunk) if resolver else of_chunk(chunk)
     return need.label() if need else ""

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import chunkers
+from . import chunkers, links
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
 from .embed import Embedder, embed_text, reuse_key
@@ -27,7 +27,6 @@ from .embedcache import EmbeddingCache
 from .errors import UserError
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
-from . import links
 from .store import CorpusRecord, FileEntry, Store, new_generation
 
 if TYPE_CHECKING:

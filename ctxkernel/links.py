@@ -43,7 +43,7 @@ _DISTINCT = frozenset(
 )
 _OPS = "|".join(sorted(PTX_OPCODES, key=len, reverse=True))
 _INSTR_RE = re.compile(
-    rf"(?<![\w.%$])(?P<op>{_OPS})(?P<mods>(?:\.[a-z0-9_]+(?:::[a-z0-9_]+)*)+)"
+    rf"(?<![\w.%$])(?P<op>{_OPS})(?P<mods>\.[a-z0-9_]\w*(?:::\w+)*(?:\.\w+(?:::\w+)*)*)"
     r"(?=[\s;,{}\"'\\)]|$)"
 )
 _BARE_RE = re.compile(r"(?<![\w.%$])(?P<op>ldmatrix|stmatrix|setmaxnreg|elect)(?![\w])")
@@ -218,7 +218,11 @@ def _is_distinct_name(name: str) -> bool:
     bare = name.strip("_")
     if len(bare) < 6 or name.startswith("__") or name.lower() in _STOP_NAMES:
         return False
-    return "_" in bare or any(ch.isdigit() for ch in bare) or re.search(r"[a-z][A-Z]", bare) is not None
+    return (
+        "_" in bare
+        or any(ch.isdigit() for ch in bare)
+        or re.search(r"[a-z][A-Z]", bare) is not None
+    )
 
 
 def _owners(chunk: Chunk, at: int) -> list[str]:
@@ -248,7 +252,9 @@ def build(cache: CorpusCache) -> int:
         intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
     present_intrinsics: set[str] = set()
     rows = list(
-        cache.iter_rows("row, id, path, start_line, end_line, symbol, defines, language, kind, text")
+        cache.iter_rows(
+            "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+        )
     )
     for row in rows:
         chunk = Chunk(
@@ -381,7 +387,7 @@ class Vocabulary:
         names: dict[str, str] = {}
         for name in cache.defined_names():
             first = name.split(".", 1)[0].lower()
-            if "." in name and first in PTX_OPCODES or name.lower() in PTX_OPCODES:
+            if ("." in name and first in PTX_OPCODES) or name.lower() in PTX_OPCODES:
                 names.setdefault(norm(name), name)
         return cls(names)
 
@@ -445,6 +451,7 @@ def for_concepts(
 ) -> list[Link]:
     """Every link to these concepts (PTX keys) in the indexed non-PTX corpora, best first."""
     vocab = vocab or Vocabulary.of(store)
+    needs = archmod.Resolver(store)
     wanted = [c for c in dict.fromkeys(concepts) if c]
     out: list[Link] = []
     for corpus in corpora or store.corpora():
@@ -466,7 +473,7 @@ def for_concepts(
         chunks = cache.chunks_by_ids(sorted({cid for _, cid in hits}))
         for (concept, chunk_id), (role, how, via, raw) in hits.items():
             chunk = chunks.get(chunk_id)
-            if chunk is None or not archmod.accepts(chunk, target):
+            if chunk is None or not archmod.accepts(chunk, target, needs):
                 continue
             out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw))
     out.sort(key=_link_order)
@@ -495,10 +502,13 @@ def concepts_of_chunk(store: Store, chunk: Chunk, vocab: Vocabulary | None = Non
     db = table(cache)
     try:
         rows = db.execute(
-            "SELECT key, how FROM links WHERE chunk_id=? ORDER BY role", (chunk.id,)
+            "SELECT key, how, role FROM links WHERE chunk_id=? ORDER BY role", (chunk.id,)
         ).fetchall()
     finally:
         db.close()
+    # what the chunk itself emits or wraps says what it is; its calls only when it has none
+    own = [(key, how) for key, how, role in rows if role == "implements"]
+    rows = own or [(key, how) for key, how, _ in rows]
     out: list[str] = []
     for key, how in rows:
         concept = vocab.resolve(key, how)
@@ -520,7 +530,7 @@ def sections(
     for concept in concepts:
         name = vocab.name(concept)
         for _, chunk in symbols.rank(cache, name)[:1]:
-            if archmod.accepts(chunk, target):
+            if archmod.accepts(chunk, target, archmod.Resolver(store)):
                 out.append(Link(name, "documents", "ptx", chunk, "section", "", name))
     return out
 

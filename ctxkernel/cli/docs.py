@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..docs import DocsResult
+from ..links import render_lines
 from ..render import console, is_terminal, json_line
 from .common import index_options, json_option, workspace
 
@@ -26,6 +27,7 @@ _PROSE = {"markdown", "rst", "html", "text", "notebook"}
     help="How many close alternatives to list.",
 )
 @click.option("--plain", is_flag=True, help="Print the text as is, without terminal rendering.")
+@click.option("--arch", metavar="SM", help="Only what the target can run (sm_90, sm_100, ...).")
 @index_options
 @json_option
 def docs_cmd(
@@ -33,6 +35,7 @@ def docs_cmd(
     corpora: tuple[str, ...],
     alternatives: int,
     plain: bool,
+    arch: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -45,6 +48,7 @@ def docs_cmd(
     \b
     Examples:
       ctxkernel docs wgmma.mma_async
+      ctxkernel docs tcgen05.mma --arch sm_100
       ctxkernel docs cp.async.bulk.tensor
       ctxkernel docs .reqntid
       ctxkernel docs tl.dot
@@ -52,7 +56,7 @@ def docs_cmd(
       ctxkernel docs cute.make_layout
     """
     ws = workspace(index_dir, chroma_url)
-    result = ws.docs(topic, list(corpora) or None, alternatives)
+    result = ws.docs(topic, list(corpora) or None, alternatives, arch=arch)
     if as_json:
         json_line(result.to_json())
         return 0 if result.best else 1
@@ -95,6 +99,10 @@ def docs_cmd(
                 background_color="default",
             )
         )
+    link_lines = render_lines(result.links, result.links_total)
+    if link_lines:
+        con.print()
+        con.print(Text("\n".join(link_lines)), markup=False, highlight=False)
     if result.alternatives:
         con.print()
         con.print(Text("also:", style="bold"))
@@ -132,6 +140,9 @@ def _print_plain(result: DocsResult, topic: str) -> int:
     if c.url:
         out.write(c.url + "\n")
     out.write("\n" + c.text.rstrip("\n") + "\n")
+    link_lines = render_lines(result.links, result.links_total)
+    if link_lines:
+        out.write("\n" + "\n".join(link_lines) + "\n")
     if result.alternatives:
         out.write("\nalso:\n")
         for h in result.alternatives:

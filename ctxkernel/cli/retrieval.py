@@ -200,6 +200,11 @@ def _size(n: int) -> str:
     help="The cross-encoder for --rerank: a saved model directory "
     "(default: env CTXKERNEL_RERANK_MODEL; never downloaded unless CTXKERNEL_ALLOW_DOWNLOAD=1).",
 )
+@click.option(
+    "--arch",
+    metavar="SM",
+    help="Only hits the target can run (sm_80, sm_90, sm_100, ...); hits say what they need.",
+)
 @index_options
 @json_option
 def search_cmd(
@@ -213,6 +218,7 @@ def search_cmd(
     snippet: int,
     rerank: bool,
     rerank_model: str | None,
+    arch: str | None,
     index_dir: str | None,
     chroma_url: str | None,
     as_json: bool,
@@ -223,6 +229,7 @@ def search_cmd(
     Examples:
       ctxkernel search "TMA load into shared memory with an mbarrier" --corpus cutlass -k 10
       ctxkernel search make_tiled_copy --kind source
+      ctxkernel search "warp-specialized GEMM with TMA" --arch sm_90
       ctxkernel search "pipeline the main loop" --rerank --rerank-model ~/models/ms-marco-MiniLM-L6-v2
     """
     ws = workspace(index_dir, chroma_url)
@@ -236,6 +243,7 @@ def search_cmd(
         kind,
         rerank=rerank or bool(rerank_model),
         rerank_model=rerank_model,
+        arch=arch,
     )
     if as_json:
         for hit in result.hits:
@@ -365,3 +373,30 @@ def show_cmd(ref: str, index_dir: str | None, chroma_url: str | None, as_json: b
         if rng.source == "chunks":
             print("(rebuilt from the index: the file is not on this machine)", file=sys.stderr)
     return 0
+
+
+@click.command("related")
+@click.argument("ref")
+@click.option("--arch", metavar="SM", help="Only what the target can run (sm_90, sm_100, ...).")
+@index_options
+@json_option
+def related_cmd(
+    ref: str, arch: str | None, index_dir: str | None, chroma_url: str | None, as_json: bool
+) -> int:
+    """What the concept links connect to a hit: the PTX section it implements, the other
+    wrappers of that instruction, its callers and sibling examples.
+
+    \b
+    Examples:
+      ctxkernel related cutlass:include/cute/arch/mma_sm90_gmma.hpp:128-172
+      ctxkernel related ptx:9_instruction_set/.../971552_asynchronous_multiply_and_accumulate_instruction_wgmmamma_async.md:1-80 --arch sm_90
+    """
+    from ..related import render_related
+
+    ws = workspace(index_dir, chroma_url)
+    rel = ws.related(ref, arch)
+    if as_json:
+        json_line(rel.to_json())
+    else:
+        click.echo("\n".join(render_related(rel)))
+    return 0 if rel.concepts else 1

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..corpus import KINDS, Hit, parse_chunk_id
 from ..errors import UserError
+from ..links import render_lines
 from .base import (
     DEFAULT_MAX_TOKENS,
     MAX_MAX_TOKENS,
@@ -45,7 +46,11 @@ def _hit_header(rank: int, hit: Hit) -> list[str]:
     c = hit.chunk
     label = c.symbol or c.title.strip("# ")
     # grep blocks are line ranges, not indexed chunks: no language or kind of their own
-    tags = "" if hit.via == "grep" else ", ".join(x for x in (c.language, c.kind) if x)
+    tags = (
+        ""
+        if hit.via == "grep"
+        else ", ".join(x for x in (c.language, c.kind, hit.extra.get("requires", "")) if x)
+    )
     head = f"[{rank}] {c.id}" + (f"  {label}" if label else "") + (f"  ({tags})" if tags else "")
     return [head, f"url: {c.url or '(no upstream link for this corpus)'}"]
 
@@ -114,6 +119,13 @@ _MAX_TOKENS_PROP: dict[str, Any] = {
     "was left out.",
 }
 
+ARCH_PROP: dict[str, Any] = {
+    "type": "string",
+    "pattern": "^(sm_?|compute_)?[0-9]{2,3}[af]?$",
+    "description": "Target GPU architecture, e.g. sm_80, sm_90, sm_100: drop what it cannot "
+    "run (sm_100-only tcgen05 code on sm_90, sm_90a-only wgmma code on sm_100).",
+}
+
 _CORPORA_PROP: dict[str, Any] = {
     "anyOf": [
         {"type": "string", "minLength": 1},
@@ -139,6 +151,7 @@ def _search(ws: Workspace, args: dict[str, Any]) -> str:
         args.get("path"),
         args.get("language"),
         args.get("kind"),
+        arch=args.get("arch"),
     )
     budget = Budget(args["max_tokens"])
     where = ", ".join(result.corpora)
@@ -290,7 +303,9 @@ def _with_deadline(fn: Callable[[], Any], seconds: float, message: str) -> Any:
 
 def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     topic: str = args["topic"]
-    result = ws.docs(topic, _corpora_arg(args.get("corpus")), args["alternatives"])
+    result = ws.docs(
+        topic, _corpora_arg(args.get("corpus")), args["alternatives"], arch=args.get("arch")
+    )
     budget = Budget(args["max_tokens"])
     if result.hint:
         budget.add(f"Note: {result.hint}.")
@@ -306,10 +321,20 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     how = {"exact": "exact name", "name": "name", "search": "closest text match"}.get(
         result.how, result.how
     )
-    budget.add(f"docs {topic!r}: best match by {how}.")
+    budget.add(
+        f"docs {topic!r}: best match by {how}" + (f" for {result.arch}." if result.arch else ".")
+    )
     budget.add_lines(_hit_header(1, best))
+    # the links come after the section but are kept: room for them is held back first
+    link_lines = render_lines(result.links, result.links_total)
+    reserve = min(budget.limit // 2, sum(len(line) for line in link_lines) // 2 + 8)
+    budget.limit -= reserve
     body = _numbered(c.text.splitlines(), c.start_line)
     n = budget.add_lines(body)
+    budget.limit += reserve
+    if link_lines:
+        budget.add("")
+        budget.add_lines(link_lines)
     tail: list[str] = []
     if result.alternatives:
         tail.append("Alternatives (read any id):")
@@ -484,6 +509,7 @@ Examples: {"query": "swizzle shared memory layout to avoid bank conflicts", "cor
                 "default": 30,
                 "description": "At most this many lines of each hit.",
             },
+            "arch": ARCH_PROP,
             "max_tokens": _MAX_TOKENS_PROP,
         },
         "required": ["query"],
@@ -569,8 +595,10 @@ make_tiled_copy). Exact names resolve from the symbol table, so this is faster a
 precise than search when you know what the thing is called.
 
 Returns the section or definition that documents the name (its id, upstream URL and \
-numbered text), then close alternatives (other definitions, overloads, related \
-sections) by id, and spelling suggestions when nothing has that name.
+numbered text), then for a PTX instruction what implements and uses it (CuTe C++ atoms, \
+CuTeDSL ops, Triton/Gluon intrinsics, examples) by id, then close alternatives by id, \
+and spelling suggestions when nothing has that name. Pass arch (sm_90) to drop what the \
+target cannot run.
 
 Examples: {"topic": "tl.dot"}; {"topic": "wgmma.mma_async", "corpus": "ptx"}; \
 {"topic": "make_tiled_copy", "corpus": "cutlass", "alternatives": 10}""",
@@ -591,6 +619,7 @@ Examples: {"topic": "tl.dot"}; {"topic": "wgmma.mma_async", "corpus": "ptx"}; \
                 "default": 5,
                 "description": "How many other candidates to list after the best one.",
             },
+            "arch": ARCH_PROP,
             "max_tokens": _MAX_TOKENS_PROP,
         },
         "required": ["topic"],
