@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from .corpus import Chunk, arch_tags

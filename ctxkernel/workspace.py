@@ -383,14 +383,16 @@ class Workspace:
 def _keep_runnable(
     result: DocsResult, target: int, alternatives: int, needs: archmod.Resolver
 ) -> None:
-    """Drop the answers ``target`` cannot run; the best is the first that it can."""
-    hits = [h for h in [result.best, *result.alternatives] if h is not None]
-    kept = [h for h in hits if archmod.accepts(h.chunk, target, needs)]
-    if hits and not kept:
-        need = archmod.label(hits[0].chunk, needs)
-        result.hint = f"what documents {result.topic} needs {need}; sm_{target} cannot run it"
-    result.best = kept[0] if kept else None
-    result.alternatives = kept[1 : alternatives + 1]
+    """Drop the answers ``target`` cannot run. When the best one goes, there is no best:
+    what the target can run instead is a different thing, listed as an alternative."""
+    best = result.best
+    kept = [h for h in result.alternatives if archmod.accepts(h.chunk, target, needs)]
+    result.alternatives = kept[:alternatives]
+    if best is not None and not archmod.accepts(best.chunk, target, needs):
+        need = archmod.label(best.chunk, needs)
+        result.hint = f"{result.topic} needs {need}: sm_{target} cannot run it"
+        result.best = None
+        result.how = "none"
 
 
 def _check_texts(*values: str, what: str = "", **named: str | None) -> None:
