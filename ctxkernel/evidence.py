@@ -23,25 +23,24 @@ if TYPE_CHECKING:
     from .store import Store
 
 MAX_FINDINGS = 2  # findings that get context, each with a section and an example
-MAX_LINE = 260  # characters of one evidence line (the feedback has a size limit)
 
 
 @dataclass(frozen=True)
 class Want:
     """What explains a finding: a PTX concept, and words for a lexical example search
-    when no linked example fits."""
+    (used when the concept is too common for its links to pick a good example)."""
 
     concept: str
-    example_words: str
+    example_words: str = ""
 
 
 WANTS: dict[str, Want] = {
-    dumps.MMA_WITHOUT_WGMMA: Want("wgmma.mma_async", "warpgroup mma hopper gemm"),
-    dumps.NO_TENSOR_CORES: Want("wgmma.mma_async", "warpgroup mma hopper gemm"),
-    dumps.NO_TMA: Want("cp.async.bulk.tensor", "tma load hopper mbarrier"),
-    dumps.NARROW_LOADS: Want("ld", "vectorized 128-bit global load"),
-    dumps.SPILLS: Want("setmaxnreg", "register pressure spills"),
-    dumps.LOCAL_MEMORY: Want("ld", "local memory spills registers"),
+    dumps.MMA_WITHOUT_WGMMA: Want("wgmma.mma_async"),
+    dumps.NO_TENSOR_CORES: Want("wgmma.mma_async"),
+    dumps.NO_TMA: Want("cp.async.bulk.tensor"),
+    dumps.NARROW_LOADS: Want("ld", "vectorized 128-bit global loads"),
+    dumps.SPILLS: Want("setmaxnreg"),
+    dumps.LOCAL_MEMORY: Want("ld", "register spills local memory"),
 }
 # Which corpus group holds examples in a backend's own language.
 _BACKEND_GROUPS = {
@@ -60,18 +59,23 @@ class Evidence:
     section_url: str
     example: str  # an example's hit id, or ""
     example_url: str
+    arch: int | None = None
+
+    @property
+    def where(self) -> str:
+        return f" on sm_{self.arch}" if self.arch else ""
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "evidence", **self.__dict__}
 
     def line(self) -> str:
-        parts = [f"context for {self.code}: {self.concept}"]
+        """One line per id (an id is never cut): the finding, the section, the example."""
+        out = [f"context for {self.code} ({self.concept}{self.where}): read these ids"]
         if self.section:
-            parts.append(f"section {self.section}")
+            out.append(f"  section {self.section}")
         if self.example:
-            parts.append(f"example {self.example}")
-        text = "; ".join(parts) + " (docs/read these ids)"
-        return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
+            out.append(f"  example {self.example}")
+        return "\n".join(out)
 
 
 def codes_of(doc: Mapping[str, Any]) -> list[tuple[str, int | None]]:
@@ -119,7 +123,10 @@ def _explain(
     if not sections:
         return None
     section = sections[0].chunk
-    example = _example(store, vocab, concept, arch, backend)
+    if want.example_words:
+        example = _searched_example(store, want.example_words, arch, backend)
+    else:
+        example = _example(store, vocab, concept, arch, backend)
     return Evidence(
         code,
         vocab.name(concept),
@@ -127,7 +134,28 @@ def _explain(
         section.url,
         example.id if example else "",
         example.url if example else "",
+        arch,
     )
+
+
+def _searched_example(store: Store, words: str, arch: int | None, backend: str) -> Any:
+    """The best lexical match for ``words`` among the examples (no embedding model)."""
+    from . import arch as archmod
+    from .search import Filters, Searcher
+
+    prefer = _BACKEND_GROUPS.get(backend, ())
+    names = [c for c in store.corpora() if c != links.PTX_CORPUS]
+    if prefer and prefer[0] in names:
+        names = [prefer[0]]
+    if not names:
+        return None
+    searcher = Searcher(store, None)  # type: ignore[arg-type]  # lexical: never embeds
+    for kind in ("example", "tutorial"):
+        hits = searcher.search(words, names, 10, "lexical", Filters(kind=kind)).hits
+        for hit in hits:
+            if archmod.accepts(hit.chunk, arch):
+                return hit.chunk
+    return None
 
 
 def _example(

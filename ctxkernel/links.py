@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import arch as archmod
-from .corpus import Chunk
+from .corpus import Chunk, arch_tags
 from .docs import PTX_OPCODES
 
 if TYPE_CHECKING:
@@ -290,7 +290,42 @@ def _users(
     intrinsic_calls: list[tuple[re.Pattern[str], str, str]],
     present_intrinsics: set[str],
 ) -> Iterator[Mention]:
-    """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic."""
+    """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic; then
+    the examples that call a library helper which calls a wrapper (a Hopper GEMM example
+    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
+    by_row: dict[str, tuple[Any, ...]] = {}
+    first = list(_calls(rows, corpus, implementers, by_row))
+    for row in rows:
+        text = row[9] or ""
+        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
+        for pattern, key, via in intrinsic_calls:
+            if key in present_intrinsics and pattern.search(text):
+                yield Mention(key, via.rsplit(":", 1)[1], ident, "uses", "call", via)
+    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
+    for mention in first:
+        yield mention
+        row = by_row[mention.chunk_id]
+        if (row[8] or "source") in _EXAMPLE_KINDS or (row[8] or "") == "test":
+            continue
+        names = [n for n in (row[6] or "").split() if _is_distinct_name(n)]
+        if len(names) > 3:
+            continue  # a chunk of many small definitions: which one calls it is unclear
+        python = (row[7] or "") in ("python", "notebook")
+        for name in names:
+            if (python, name) not in implementers:
+                entry = (mention.key, mention.chunk_id, row[2])
+                helpers.setdefault((python, name), []).append(entry)
+    examples = [r for r in rows if (r[8] or "") in _EXAMPLE_KINDS]
+    for mention in _calls(examples, corpus, helpers, {}):
+        yield Mention(mention.key, mention.raw, mention.chunk_id, "uses", "call2", mention.via)
+
+
+def _calls(
+    rows: list[tuple[Any, ...]],
+    corpus: str,
+    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
+    by_row: dict[str, tuple[Any, ...]],
+) -> Iterator[Mention]:
     uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
     counts: dict[tuple[bool, str], int] = {}
     for row in rows:
@@ -310,24 +345,33 @@ def _users(
             counts[n] = counts.get(n, 0) + 1
         if called:
             uses[ident] = called
-        text = row[9] or ""
-        for pattern, key, via in intrinsic_calls:
-            if key in present_intrinsics and pattern.search(text):
-                yield Mention(key, via.rsplit(":", 1)[1], ident, "uses", "call", via)
+            by_row[ident] = row
     for ident, called in uses.items():
+        path = ident.split(":", 2)[1]
         for name, qual in called:
             if counts.get(name, 0) > USER_NAME_CAP:
                 continue
-            targets = implementers[name]
-            keys = {k for k, _, _ in targets}
-            if len(keys) > 1 and len({p for _, _, p in targets}) > 1:
-                # the same name in two modules (warpgroup.MmaF16BF16Op, tcgen05.MmaF16BF16Op):
-                # the caller's qualifier says which
-                if not qual:
-                    continue
-                keys = {k for k, _, p in targets if f"/{qual}/" in p or p.endswith(f"/{qual}.py")}
+            keys = _disambiguate(implementers[name], qual, path)
             for key in sorted(keys):
                 yield Mention(key, name[1], ident, "uses", "call", name[1])
+
+
+def _disambiguate(targets: list[tuple[str, str, str]], qual: str | None, path: str) -> set[str]:
+    """The keys a call of a name means. The same name in two modules (warpgroup and
+    tcgen05 both have ``MmaF16BF16Op``): the caller's qualifier says which, else the
+    architecture of the caller's path (a ``hopper/`` example means the sm90 one)."""
+    keys = {k for k, _, _ in targets}
+    if len(keys) <= 1 or len({p for _, _, p in targets}) <= 1:
+        return keys
+    if qual:
+        chosen = {k for k, _, p in targets if f"/{qual}/" in p or p.endswith(f"/{qual}.py")}
+        if chosen:
+            return chosen
+    mine = set(arch_tags(path))
+    if mine:
+        # an implementer's architecture: its path's, else its instruction's (wgmma: sm90)
+        return {k for k, _, p in targets if set(arch_tags(p, k.replace("_", " "))) & mine}
+    return set()
 
 
 def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
@@ -427,7 +471,7 @@ def group_of(chunk: Chunk) -> str:
 
 
 GROUP_ORDER = ("ptx", "cutlass C++", "CuTeDSL", "triton/gluon", "examples")
-_HOW_RANK = {"asm": 0, "intrinsic": 0, "nvvm": 1, "anchor": 2, "call": 3, "string": 4}
+_HOW_RANK = {"asm": 0, "intrinsic": 0, "nvvm": 1, "anchor": 2, "call": 3, "call2": 4, "string": 5}
 
 
 def _rows_for(db: sqlite3.Connection, key: str) -> Iterable[tuple[str, str, str, str, str, str]]:
