@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import arch as archmod
-from .corpus import Chunk, arch_tags
+from .corpus import Chunk
 from .docs import PTX_OPCODES
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ def _calls(
             if counts.get(name, 0) > USER_NAME_CAP:
                 continue
             keys = _disambiguate(implementers[name], qual, path)
-            for key in sorted(keys):
+            for key in sorted(k for k in keys if _fits_family(k, path)):
                 yield Mention(key, name[1], ident, "uses", "call", name[1])
 
 
@@ -367,11 +367,36 @@ def _disambiguate(targets: list[tuple[str, str, str]], qual: str | None, path: s
         chosen = {k for k, _, p in targets if f"/{qual}/" in p or p.endswith(f"/{qual}.py")}
         if chosen:
             return chosen
-    mine = set(arch_tags(path))
+    mine = _loose_arch(path)
     if mine:
-        # an implementer's architecture: its path's, else its instruction's (wgmma: sm90)
-        return {k for k, _, p in targets if set(arch_tags(p, k.replace("_", " "))) & mine}
+        # an implementer's architecture: its path's and its instruction's (wgmma: sm90)
+        return {k for k, _, p in targets if _loose_arch(f"{p} {k}") & mine}
     return set()
+
+
+_LOOSE_ARCH = re.compile(r"sm_?(\d{2,3})|(ampere|hopper|blackwell|wgmma|gmma|tcgen05|umma)", re.I)
+_ARCH_OF_WORD = {
+    "ampere": 80, "hopper": 90, "blackwell": 100, "wgmma": 90, "gmma": 90, "tcgen05": 100,
+    "umma": 100,
+}  # fmt: skip
+
+
+def _fits_family(key: str, path: str) -> bool:
+    """A family-only instruction (wgmma: sm_90a, tcgen05: sm_100a) is not what code for
+    another family calls: a Blackwell example's ``make_trivial_tiled_mma`` is not WGMMA."""
+    own = {n // 10 for n in _loose_arch(key.split("_", 1)[0])}
+    if not own or key.split("_", 1)[0] not in ("wgmma", "tcgen05"):
+        return True
+    caller = {n // 10 for n in _loose_arch(path)}
+    return not caller or bool(own & caller)
+
+
+def _loose_arch(text: str) -> set[int]:
+    """Architectures a path names, inside words too (``hopper_helpers.py``, ``mma_sm90``)."""
+    found = set()
+    for num, word in _LOOSE_ARCH.findall(text):
+        found.add(int(num) if num else _ARCH_OF_WORD[word.lower()])
+    return found
 
 
 def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
@@ -439,8 +464,10 @@ class Vocabulary:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
         if not self.names:
             return key
-        if how == "anchor" and key not in self.names:
-            longer = sorted((k for k in self.names if k.startswith(key)), key=len)
+        if key not in self.names:
+            # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
+            # shortest PTX name it begins
+            longer = sorted((k for k in self.names if k.startswith(key + "_")), key=len)
             if longer:
                 return longer[0]
         parts = key.split("_")
