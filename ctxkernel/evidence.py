@@ -32,11 +32,12 @@ class Want:
 
     concept: str
     example_words: str = ""
+    prefer: str = ""  # a word an example's path should hold (a GEMM for an MMA finding)
 
 
 WANTS: dict[str, Want] = {
-    dumps.MMA_WITHOUT_WGMMA: Want("wgmma.mma_async"),
-    dumps.NO_TENSOR_CORES: Want("wgmma.mma_async"),
+    dumps.MMA_WITHOUT_WGMMA: Want("wgmma.mma_async", prefer="gemm"),
+    dumps.NO_TENSOR_CORES: Want("wgmma.mma_async", prefer="gemm"),
     dumps.NO_TMA: Want("cp.async.bulk.tensor"),
     dumps.NARROW_LOADS: Want("ld", "vectorized 128-bit global loads"),
     dumps.SPILLS: Want("setmaxnreg"),
@@ -126,7 +127,7 @@ def _explain(
     if want.example_words:
         example = _searched_example(store, want.example_words, arch, backend)
     else:
-        example = _example(store, vocab, concept, arch, backend)
+        example = _example(store, vocab, concept, arch, backend, want.prefer)
     return Evidence(
         code,
         vocab.name(concept),
@@ -159,7 +160,12 @@ def _searched_example(store: Store, words: str, arch: int | None, backend: str) 
 
 
 def _example(
-    store: Store, vocab: links.Vocabulary, concept: str, arch: int | None, backend: str
+    store: Store,
+    vocab: links.Vocabulary,
+    concept: str,
+    arch: int | None,
+    backend: str,
+    word: str = "",
 ) -> Any:
     found = links.for_concepts(store, [concept], None, arch, vocab)
     examples = [lk for lk in found if lk.group == "examples"]
@@ -175,7 +181,12 @@ def _example(
         if pool:
             # an example made for this architecture before one that only runs on it
             target = f"sm{arch}" if arch else ""
-            pool.sort(key=lambda lk: 0 if target and target in lk.chunk.arch else 1)
+            pool.sort(
+                key=lambda lk: (
+                    0 if word and word in lk.chunk.path.lower() else 1,
+                    0 if target and target in lk.chunk.arch else 1,
+                )
+            )
             return pool[0].chunk
     return None
 
