@@ -622,7 +622,7 @@ def pick(links: list[Link], per_group: int = 3, per_file: int = 1) -> list[Link]
     return shown
 
 
-def render_lines(links: list[Link], total: int | None = None) -> list[str]:
+def render_lines(links: list[Link], total: int | None = None, urls: bool = True) -> list[str]:
     """The "implemented by / used in" block: one heading per group, one line per link."""
     if not links:
         return []
@@ -634,10 +634,11 @@ def render_lines(links: list[Link], total: int | None = None) -> list[str]:
             lines.append(f"  {group}:")
         label = link.chunk.symbol or link.chunk.title or link.via
         arch = archmod.label(link.chunk)
-        what = f"{link.role} {link.concept}" + (f" via {link.via}" if link.via else "")
+        via = link.via.rsplit(":", 1)[-1]
+        what = f"{link.role} {link.concept}" + (f" via {via}" if via and via != label else "")
         lines.append(
             f"    {link.chunk.id}  {label[:60]}  [{what}{', ' + arch if arch else ''}]"
-            + (f"  {link.chunk.url}" if link.chunk.url else "")
+            + (f"  {link.chunk.url}" if link.chunk.url and urls else "")
         )
     if total is not None and total > len(links):
         lines.append(f"  ({total - len(links)} more links; `ctxkernel related ID` for one hit's)")

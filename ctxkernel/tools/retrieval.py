@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..corpus import KINDS, Hit, parse_chunk_id
 from ..errors import UserError
-from ..links import render_lines
+from ..links import pick, render_lines
+from . import tokens
 from .base import (
     DEFAULT_MAX_TOKENS,
     MAX_MAX_TOKENS,
@@ -326,8 +327,17 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     )
     budget.add_lines(_hit_header(1, best))
     # the links come after the section but are kept: room for them is held back first
-    link_lines = render_lines(result.links, result.links_total)
-    reserve = min(budget.limit // 2, sum(len(line) for line in link_lines) // 2 + 8)
+    # ids only (read gives an id's upstream URL), and room held for them before the
+    # section's text: a small budget shows fewer lines of the section, not fewer links
+    used = sum(n + 1 for n in tokens.count(budget.parts))
+    room = max(0, budget.limit - used - 40)
+    link_lines: list[str] = []
+    for per_group in (3, 2, 1):  # fewer per group before fewer groups
+        link_lines = render_lines(pick(result.links, per_group), result.links_total, urls=False)
+        if sum(n + 1 for n in tokens.count(link_lines)) + 2 <= room:
+            break
+    need = sum(n + 1 for n in tokens.count(link_lines)) + 2 if link_lines else 0
+    reserve = min(room, need)
     budget.limit -= reserve
     body = _numbered(c.text.splitlines(), c.start_line)
     n = budget.add_lines(body)
