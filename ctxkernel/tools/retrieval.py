@@ -336,7 +336,8 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
         link_lines = render_lines(pick(result.links, per_group), result.links_total, urls=False)
         if sum(n + 1 for n in tokens.count(link_lines)) + 2 <= room:
             break
-    need = sum(n + 1 for n in tokens.count(link_lines)) + 2 if link_lines else 0
+    # + a margin: the budget counts a line's newline and rounds its lines up
+    need = sum(n + 2 for n in tokens.count(link_lines)) + 8 if link_lines else 0
     reserve = min(room, need)
     budget.limit -= reserve
     body = _numbered(c.text.splitlines(), c.start_line)

@@ -310,10 +310,10 @@ def test_docs_and_related_tools_carry_links_within_their_budget(
 ) -> None:
     ws, _ = linked
     tools = ToolSet(ws)
-    text = tools.run("docs", {"topic": "wgmma.mma_async", "max_tokens": 500})
+    text = tools.run("docs", {"topic": "wgmma.mma_async", "max_tokens": 800})
     assert "implemented by / used in:" in text
     assert HEADER in text and WRAPPER in text and EXAMPLE in text
-    assert len(text) < 500 * 4
+    assert len(text) < 800 * 4
     section = ws.docs("wgmma.mma_async", ["ptx"]).best
     assert section is not None
     rel = tools.run("related", {"ref": section.id, "arch": "sm_90"})
