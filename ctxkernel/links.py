@@ -130,6 +130,7 @@ class Link:
     how: str
     via: str = ""
     raw: str = ""
+    key: str = ""  # the instruction as the link stored it, normalised
 
     def to_json(self) -> dict[str, Any]:
         c = self.chunk
@@ -531,22 +532,22 @@ def for_concepts(
         cache = store.synced_cache(corpus)
         db = table(cache)
         try:
-            hits: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+            hits: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
             for concept in wanted:
                 for key, raw, chunk_id, role, how, via in _rows_for(db, concept):
                     if vocab.resolve(key, how) != concept:
                         continue
                     previous = hits.get((concept, chunk_id))
                     if previous is None or _HOW_RANK[how] < _HOW_RANK[previous[1]]:
-                        hits[(concept, chunk_id)] = (role, how, via, raw)
+                        hits[(concept, chunk_id)] = (role, how, via, raw, key)
         finally:
             db.close()
         chunks = cache.chunks_by_ids(sorted({cid for _, cid in hits}))
-        for (concept, chunk_id), (role, how, via, raw) in hits.items():
+        for (concept, chunk_id), (role, how, via, raw, key) in hits.items():
             chunk = chunks.get(chunk_id)
             if chunk is None or not archmod.accepts(chunk, target, needs):
                 continue
-            out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw))
+            out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key))
     out.sort(key=_link_order)
     return out
 

@@ -166,6 +166,11 @@ def docs_links(
         for link in links.for_concepts(store, concepts, None, target, vocab)
         if link.chunk.id != best.id
     ]
+    asked = links.norm(result.topic)
+    if len(concepts) == 1 and asked.startswith(concepts[0] + "_"):
+        # a name more precise than any section (fence.proxy.async is in "fence"): the
+        # links that spell it, or a shorter form of it, not the section's other forms
+        found = [lk for lk in found if asked.startswith(lk.key) or lk.key.startswith(asked)]
     shown = links.pick(found, per_group)
     if best.corpus != links.PTX_CORPUS:
         shown = links.sections(store, concepts, vocab, target)[:1] + shown
