@@ -349,6 +349,4 @@ def test_anchor_and_nvvm_names_resolve_to_their_section() -> None:
     from ctxkernel.corpus import Chunk
 
     found = links.extract(Chunk("c", "include/x.hpp", 1, 3, chunk, language="cpp"))
-    assert [m.key for m in found] == [
-        "cp_async_bulk_tensor_2d_shared_cluster_global_l2_cache_hint"
-    ]
+    assert [m.key for m in found] == ["cp_async_bulk_tensor_2d_shared_cluster_global_l2_cache_hint"]
