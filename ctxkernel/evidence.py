@@ -198,6 +198,8 @@ def lines(evidence: list[Evidence]) -> list[str]:
 def for_verdict_quietly(store_factory: Any, doc: Mapping[str, Any]) -> list[Evidence]:
     """``for_verdict`` that never takes a check down: a missing or damaged index, a
     missing optional dependency, anything, means no evidence."""
+    if not codes_of(doc):
+        return []  # nothing to explain: the index is not even opened
     try:
         store = store_factory()
         return for_verdict(store, doc)
