@@ -15,8 +15,10 @@ re-indexing the PTX manual never leaves the other corpora's links stale either.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -402,7 +404,8 @@ def _loose_arch(text: str) -> set[int]:
 
 def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
     path = cache.directory / LINKS_FILE
-    tmp = path.with_suffix(".tmp")
+    # a name of its own: two readers that find the artifact stale may build it at once
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp)
     try:
