@@ -240,7 +240,7 @@ def test_cli_run_reports_bad_input_in_one_line(run_cli: Callable[..., CliResult]
     assert bad_json.code == 2 and "not valid JSON" in bad_json.err
     unknown = run_cli("tools", "run", "nope")
     assert unknown.code == 2 and unknown.err.strip() == (
-        "ctxkernel: error: unknown tool 'nope' (tools: search, grep, docs, read, list_corpora)"
+        "ctxkernel: error: unknown tool 'nope' (tools: search, grep, docs, read, list_corpora, related)"
     )
     invalid = run_cli("tools", "run", "search", "--args", '{"k": 3}', "--json")
     assert invalid.code == 2
