@@ -467,7 +467,7 @@ class Vocabulary:
     def resolve(self, key: str, how: str = "") -> str | None:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
         if not self.names:
-            return key
+            return None  # no PTX manual indexed: no section to link to
         if key not in self.names:
             # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
             # shortest PTX name it begins
