@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .boilerplate import clean_title, without_license
 from .tokenize import tokenize
 
 FIELDS = ("body", "head", "file")
@@ -90,10 +91,11 @@ class LexicalIndex:
             if number is None:
                 number = files[path] = len(file_docs)
                 file_docs.append(tokenize(path.replace("/", " ")))
-            body_tokens = tokenize(text or "")
+            body_tokens = tokenize(without_license(text or ""))
             rows.append(int(row))
             file_of.append(number)
             body.append(body_tokens or ["<empty>"])
+            title = clean_title(title, text or "", path)
             head.append(tokenize(head_text(path, symbol, title, defines)) or ["<empty>"])
             file_docs[number].extend(body_tokens)
         tmp = directory.parent / f"{directory.name}.tmp-{os.getpid()}"

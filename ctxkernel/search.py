@@ -6,12 +6,13 @@ reciprocal-rank fusion; filters by corpus, path glob, language and kind.
 from __future__ import annotations
 
 import fnmatch
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import symbols
+from . import hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder
 from .errors import UserError
@@ -55,6 +56,9 @@ class Weights:
     file: float = 1.5  # BM25 over whole files, through each file's best chunk
     dense: float = 1.5  # embedding similarity of chunk summaries
     symbol: float = 1.5  # chunks that define a name the query spells out
+    raises: float = 3.0  # chunks whose statement raises the pasted error message
+    path: float = 0.5  # files whose folder and file names hold the query's words
+    path_in_example: float = 2.0  # ... when the query asks for an example
     head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
 
 
@@ -122,12 +126,18 @@ class Searcher:
         lists: list[tuple[float, list[tuple[str, int]]]] = []  # (weight, [(corpus, row)])
         sharp: list[tuple[float, list[tuple[str, int]]]] = []  # lists whose order must hold
         caches = {name: self.store.synced_cache(name) for name in names}
+        # a pasted error is searched by its message: the exception type, the compiler's
+        # location and quotes are wrapping no source line holds
+        message = querytext.error_message(query)
+        text = message or query
+        example = querytext.wants_example(query)
+        pool: list[tuple[float, str, int]] = []  # body matches the raise sites are read from
         # Each ranker gives one list over all the corpora, merged by its score (BM25,
         # cosine distance, definition order), so a corpus's place in it is earned: a
         # tiny corpus's weak best match no longer ranks with a big corpus's best one.
         if mode in ("hybrid", "lexical"):
             t = time.perf_counter()
-            tokens = tokenize(query)
+            tokens = tokenize(text)
             name_query = is_name_query(query)
             by_field: dict[str, list[tuple[float, str, int]]] = {}
             shared = _shared_idf(caches, tokens) if len(caches) > 1 else {}
@@ -135,6 +145,11 @@ class Searcher:
                 scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
+            if message and mode == "hybrid":
+                for name, cache in caches.items():
+                    weights = shared.get(name, {}).get("body")
+                    pool.extend(_body_pool(cache, tokens, RAISE_POOL, filters, weights))
+                pool = sorted(pool, key=lambda e: -e[0])[:RAISE_POOL]
             for fieldname, entries in by_field.items():
                 weight = getattr(self.weights, fieldname)
                 if fieldname == "head" and not name_query:
@@ -144,7 +159,7 @@ class Searcher:
             timings["lexical_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "dense"):
             t = time.perf_counter()
-            vector = self.embedder.embed_query(query)
+            vector = query_vector(self.embedder, text)
             timings["embed_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             near: list[tuple[float, str, int]] = []
@@ -164,8 +179,24 @@ class Searcher:
             if defs:
                 ranked = _best_first(defs, SYMBOL_DEPTH, reverse=False)
                 (sharp if name_query else lists).append((self.weights.symbol, ranked))
+            path_weight = self.weights.path_in_example if example else self.weights.path
+            if path_weight and not message and not name_query:
+                found: list[tuple[float, str, int]] = []
+                for name, cache in caches.items():
+                    index = pathrank.path_index(cache, cache.get_info("generation") or "")
+                    found.extend((sc, name, r) for sc, r in index.rank(query, depth))
+                if found:
+                    allowed = _allowed_rows(caches, filters)
+                    found = [e for e in found if allowed is None or e[2] in allowed[e[1]]]
+                    lists.append((path_weight, _best_first(found, depth, reverse=True)))
+            if message and pool and self.weights.raises:
+                t = time.perf_counter()
+                raising = _raise_sites(caches, pool, message)
+                if raising:
+                    sharp.append((self.weights.raises, raising))
+                timings["raises_ms"] = (time.perf_counter() - t) * 1000
         fused = _rrf(lists, sharp)
-        hits = self._materialize(caches, fused, k, filters, mode)
+        hits = self._materialize(caches, fused, k, filters, mode, example)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(hits, took, mode, names, timings)
 
@@ -189,6 +220,7 @@ class Searcher:
         k: int,
         filters: Filters,
         mode: str,
+        example: bool = False,
     ) -> list[Hit]:
         # the same window whatever k is (up to 10), so top-5 is the head of top-10
         wanted = fused[: max(k * 3, RERANK_WINDOW)]
@@ -201,18 +233,46 @@ class Searcher:
             chunk = chunks[name].get(row)
             if chunk is None or not filters.accepts(chunk):
                 continue
-            hits.append(Hit(chunk, score=score * length_prior(chunk), via=mode))
+            prior = length_prior(chunk)
+            if HUB_PRIOR < 1.0 and hubs.listing_share(chunk.text) >= HUB_SHARE:
+                prior *= HUB_PRIOR
+            if example and chunk.kind in EXAMPLE_KINDS:
+                prior *= EXAMPLE_BOOST
+            hits.append(Hit(chunk, score=score * prior, via=mode))
         hits.sort(key=lambda h: -h.score)
-        hits = merge_adjacent(hits)[:k]
+        hits = spread(merge_adjacent(hits))[:k]
         for i, h in enumerate(hits, 1):
             h.rank = i
         return hits
 
 
 SHORT_CHUNK_LINES = 8
+HUB_SHARE = 0.7  # of a chunk's lines that are listing (see hubs.py) to make it a hub
+HUB_PRIOR = 0.85  # a hub chunk's score
+EXAMPLE_KINDS = frozenset({"example", "tutorial"})
+EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial chunks
+RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
 RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
+
+
+QUERY_THREADS = 1  # torch threads that embed one query (0: torch's default)
+
+
+def query_vector(embedder: Embedder, text: str) -> Any:
+    """The query's embedding, computed on ``QUERY_THREADS`` threads: one short sentence
+    gains nothing from more, and on a busy machine the threads wait on each other (on 2
+    shared cores: 20 ms on one thread, 100-500 ms on two)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not QUERY_THREADS or torch.get_num_threads() <= QUERY_THREADS:
+        return embedder.embed_query(text)
+    before = torch.get_num_threads()
+    torch.set_num_threads(QUERY_THREADS)
+    try:
+        return embedder.embed_query(text)
+    finally:
+        torch.set_num_threads(before)
 
 
 def length_prior(chunk: Chunk) -> float:
@@ -298,6 +358,63 @@ def _symbol_rows(
     return ranked[:SYMBOL_DEPTH]
 
 
+def _allowed_rows(caches: dict[str, CorpusCache], filters: Filters) -> dict[str, set[int]] | None:
+    """Per corpus, the rows the filters let through; None when nothing is filtered."""
+    if not (filters.path or filters.language or filters.kind):
+        return None
+    out = {}
+    for name, cache in caches.items():
+        rows = cache.filter_rows(
+            paths_glob=filters.path, language=filters.language, kind=filters.kind
+        )
+        out[name] = rows if rows is not None else set()
+    return out
+
+
+def _body_pool(
+    cache: CorpusCache,
+    tokens: list[str],
+    n: int,
+    filters: Filters,
+    weights: dict[str, float] | None,
+) -> list[tuple[float, str, int]]:
+    """(BM25 body score, corpus, row) of the ``n`` best chunks by body text alone."""
+    import numpy as np
+
+    index = cache.bm25()
+    if index is None or not tokens or not len(index.rows):
+        return []
+    scores = index.scores("body", tokens, weights)
+    allowed = cache.filter_rows(
+        paths_glob=filters.path, language=filters.language, kind=filters.kind
+    )
+    if allowed is not None:
+        mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        scores = np.where(mask, scores, 0.0)
+    n = min(n, int((scores > 0).sum()))
+    if n <= 0:
+        return []
+    top = np.argpartition(-scores, n - 1)[:n]
+    return [(float(scores[i]), cache.corpus, int(index.rows[i])) for i in top]
+
+
+def _raise_sites(
+    caches: dict[str, CorpusCache], pool: list[tuple[float, str, int]], message: str
+) -> list[tuple[str, int]]:
+    """(corpus, row) of the pooled chunks whose statement raises ``message``, best first."""
+    by_corpus: dict[str, list[int]] = {}
+    for _, name, row in pool:
+        by_corpus.setdefault(name, []).append(row)
+    scored: list[tuple[float, int, str, int]] = []
+    for name, rows in by_corpus.items():
+        for row, chunk in caches[name].chunks_by_rows(rows).items():
+            share, _ = raises.match(chunk.text, message)
+            if share > 0:
+                scored.append((-share, len(scored), name, row))
+    scored.sort()
+    return [(name, row) for _, _, name, row in scored[:SYMBOL_DEPTH]]
+
+
 def is_name_query(query: str) -> bool:
     """A query that is nothing but one identifier (``tl.dot``, ``make_tiled_copy``)."""
     q = query.strip().rstrip("()")
@@ -320,6 +437,35 @@ def _rrf(
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
+REGION_GAP = 0  # lines between two hits of one file that make them one region
+MAX_PER_FILE = 0  # hits of one file before the rest of that file waits (0: no limit)
+
+
+def spread(hits: list[Hit]) -> list[Hit]:
+    """One hit per file region: a hit within ``REGION_GAP`` lines of a better one of its
+    file, or past the ``MAX_PER_FILE``-th of its file, moves behind the other files'
+    hits (in its order), so neighbouring chunks of one file do not fill the slots."""
+    if not REGION_GAP and not MAX_PER_FILE:
+        return hits
+    first: list[Hit] = []
+    later: list[Hit] = []
+    per_file: dict[tuple[str, str], list[Hit]] = {}
+    for hit in hits:
+        c = hit.chunk
+        kept = per_file.setdefault((c.corpus, c.path), [])
+        near = any(
+            c.start_line <= k.chunk.end_line + REGION_GAP
+            and k.chunk.start_line <= c.end_line + REGION_GAP
+            for k in kept
+        )
+        if (REGION_GAP and near) or (MAX_PER_FILE and len(kept) >= MAX_PER_FILE):
+            later.append(hit)
+        else:
+            kept.append(hit)
+            first.append(hit)
+    return first + later
+
+
 def merge_adjacent(hits: list[Hit]) -> list[Hit]:
     """Fold hits of one file whose line ranges touch or overlap into the better-ranked one."""
     out: list[Hit] = []
@@ -336,11 +482,11 @@ def merge_adjacent(hits: list[Hit]) -> list[Hit]:
                 if c.start_line >= k.start_line and c.end_line <= k.end_line:
                     break  # already covered
                 first, second = (k, c) if k.start_line <= c.start_line else (c, k)
-                merged_text = (
-                    first.text + "\n" + second.text
-                    if second.start_line > first.end_line
-                    else first.text
-                )
+                if second.start_line > first.end_line:
+                    merged_text = first.text + "\n" + second.text
+                else:  # overlapping: the second's lines past the first's end follow it
+                    tail = second.text.splitlines()[first.end_line - second.start_line + 1 :]
+                    merged_text = "\n".join([first.text, *tail]) if tail else first.text
                 kept.chunk = Chunk(
                     **{
                         **k.__dict__,

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .boilerplate import clean_title
 from .corpus import Chunk
 from .errors import UserError
 
@@ -112,7 +113,7 @@ def _row_to_chunk(corpus: str, r: sqlite3.Row | tuple[Any, ...]) -> Chunk:
         start_line=int(r[2]),
         end_line=int(r[3]),
         symbol=r[4] or "",
-        title=r[5] or "",
+        title=clean_title(r[5] or "", r[15] or "", r[1]),  # indexes made before boilerplate.py
         doc=r[6] or "",
         anchor=r[7] or "",
         defines=tuple((r[8] or "").split()),

@@ -76,6 +76,8 @@ def rank(
     cache: CorpusCache, topic: str, filters: Any = None
 ) -> list[tuple[tuple[Any, ...], Chunk]]:
     """Chunks of one corpus that define ``topic``, with their sort keys, best first."""
+    # ``cute.size`` is the Python DSL's spelling, ``cute::size`` the C++ one
+    dotted = "." in topic.strip().lstrip(".") and "::" not in topic
     found: dict[int, tuple[str, str, int, bool]] = {}
     for looked_up, qualifier, priority in candidates(topic):
         for row, defined in cache.defined(looked_up):
@@ -93,6 +95,7 @@ def rank(
             0 if _defines_itself(chunk, looked_up) else 1,
             priority,
             0 if not fragments or any(f in chunk.path for f in fragments) else 1,
+            1 if dotted and qualifier and chunk.language in ("cpp", "cuda") else 0,
             0 if chunk.language in _CODE else 1,  # the API's own definition before a guide about it
             0 if exact else 1,
             _KIND_RANK.get(chunk.kind, 5),

@@ -5,14 +5,16 @@ synthetic samples without a GPU. The confidence interval of the median is the
 distribution-free one from order statistics (no normality assumed: kernel timings are
 skewed, with a long right tail of interrupted runs): with ``n`` samples sorted, the 95%
 interval is ``[x_(l), x_(u)]`` with ``l, u = n/2 -/+ 1.96 * sqrt(n) / 2``. ``converged``
-says the half-width of that interval is within ``rel_ci`` of the median.
+says the half-width of that interval is within ``rel_ci`` of the median. ``StopRule``
+stops at that (after ``min_runs``) or when its wall budget is spent; ``scaled`` sets the
+budget from the wall time of the first timed calls.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 Z95 = 1.959964
@@ -129,6 +131,19 @@ class StopRule:
     max_runs: int = 2000
     budget_s: float = 3.0
     check_every: int = 5
+    scale_calls: int = 250  # wall budget: this many calls' worth (0: budget_s as given)
+    min_budget_s: float = 0.25
+
+    SCALE_AFTER = 5  # timed calls before the budget is scaled to their wall time
+
+    def scaled(self, call_wall_s: float) -> StopRule:
+        """This rule with its wall budget scaled to the call: ``scale_calls`` calls' wall
+        time, at least ``min_budget_s``, never more than ``budget_s`` (a sub-millisecond
+        kernel is timed in about a second, a long one up to the budget)."""
+        if self.scale_calls <= 0 or call_wall_s <= 0:
+            return self
+        budget = min(self.budget_s, max(self.min_budget_s, self.scale_calls * call_wall_s))
+        return replace(self, budget_s=budget)
 
     def done(self, values: Sequence[float], elapsed_s: float) -> str | None:
         """Why to stop now ('converged', 'budget', 'max_runs'), or None to go on."""
@@ -149,15 +164,17 @@ class StopRule:
             "max_runs": self.max_runs,
             "budget_s": self.budget_s,
             "check_every": self.check_every,
+            "scale_calls": self.scale_calls,
+            "min_budget_s": self.min_budget_s,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StopRule:
         rule = cls()
-        for key in ("rel_ci", "budget_s"):
+        for key in ("rel_ci", "budget_s", "min_budget_s"):
             if key in data:
                 setattr(rule, key, float(data[key]))
-        for key in ("min_runs", "max_runs", "check_every"):
+        for key in ("min_runs", "max_runs", "check_every", "scale_calls"):
             if key in data:
                 setattr(rule, key, int(data[key]))
         return rule

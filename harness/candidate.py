@@ -14,10 +14,13 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .backends import backend_names, detect_backend, module_names
 from .errors import UsageError
-from .problem import Problem
+
+if TYPE_CHECKING:  # problem.py imports torch: the CLI detects a backend without it
+    from .problem import Problem
 
 # module names a candidate file may not take (it would shadow what the harness imports),
 # besides every backend's modules

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 
 MARKER = ".owner"
-PREFIXES = ("ctxkernel-check-", "ctxkernel-pool-")
+PREFIXES = ("ctxkernel-check-", "ctxkernel-pool-", "ctxkernel-template-")
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 _roots: dict[str, None] = {}
 _groups: dict[int, None] = {}

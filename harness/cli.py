@@ -14,6 +14,7 @@ document) each, then a summary.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -141,7 +142,46 @@ def check_from_cli(
         **values_from_cli(CheckCommand, values),
     )
     options = RunOptions(**values_from_cli(RunOptions, values))
+    if len(command.candidates) == 1 and not (command.runner or command.jobs or command.resume):
+        prestart(options, command.candidates[0])
     return execute_check(command, options, echo, annotate)
+
+
+def prestart(options: RunOptions, candidate: Path) -> None:
+    """One local check: start the worker template and the sandbox probe now, so their
+    start-up overlaps this process's own imports (torch, the problem, the candidate).
+    The device is guessed without torch (a wrong guess only wastes the template)."""
+    import threading
+
+    from . import sandbox, templates
+
+    if options.warm:
+        guess = _guess_worker_env(options, candidate)
+        if guess is not None:
+            templates.prestart(options.python, guess[1], guess[0])
+    threading.Thread(target=_probe_quietly, args=(sandbox,), daemon=True).start()
+
+
+def _guess_worker_env(options: RunOptions, candidate: Path) -> tuple[str, dict[str, str]] | None:
+    from .backends import detect_backend, worker_env_for
+    from .candidate import declared_backend, imported_modules
+
+    try:
+        source = Path(candidate).read_text(encoding="utf-8", errors="replace")
+        backend = options.backend or declared_backend(source)
+        backend = backend or detect_backend(imported_modules(source), source)
+        device = options.device or ("cuda" if os.path.exists("/dev/nvidiactl") else "cpu")
+        dump = bool(options.dump_dir or options.target)
+        return backend, worker_env_for(backend, device, dump=dump)
+    except Exception:
+        return None  # the check itself reports a bad candidate or option
+
+
+def _probe_quietly(sandbox: Any) -> None:
+    try:
+        sandbox.isolation()
+    except Exception:
+        pass  # a bad setting is reported by the check itself
 
 
 def execute_check(

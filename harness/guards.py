@@ -4,14 +4,23 @@
   no subprocess except an allowlist of compilers, no fork/exec/system, no thread creation
   (audit events where Python has them, wrappers around ``_thread``/``threading`` where it
   does not), no writes outside the worker's temp dir, no network, no new audit hooks, no
-  ``__code__`` swaps; frame walking, ``gc`` object discovery and ``exec``/``compile`` are
-  refused when the candidate's own code asks for them directly. Violations are recorded
-  even when the candidate catches the exception.
+  ``__code__`` swaps; frame walking, ``gc`` object discovery, ``exec``/``compile`` and new
+  code or function objects are refused when the candidate's own code asks for them
+  directly. Violations are recorded even when the candidate catches the exception.
+  PyTorch's own compile machinery (``torch.compile``: dynamo, inductor, its progress bars)
+  runs inside candidate calls and starts threads, probes the C++ toolchain with a Python
+  subprocess and installs tracing hooks: the guard tells it apart by the code that asks
+  -- the nearest frame outside the standard library that belongs to the installed
+  ``torch`` package -- and allows exactly those (``torch_owned``); the threads it starts
+  are not "left running" by the candidate.
 - ``IdentitySnapshot``: the identity of critical functions (timers, validators, the
   reference's building blocks, harness internals, ``sys.modules`` entries); checked after
   import and after every call so a monkeypatch is reported by name.
 - ``OpRecorder``: a TorchDispatchMode + TorchFunctionMode pair that records the ATen ops
-  and torch functions a call makes, so a forbidden library op is caught at run time.
+  (with the time spent in each) and torch functions a call makes, so a forbidden library
+  op is caught at run time. ``torch.compile`` keeps working under it: the dispatch mode
+  asks to be left out of compilation (``ignore_compile_internals``) and is back on while
+  the compiled code runs, and the function mode records nothing while dynamo traces.
 - ``ProcessState``: live thread count and signal handlers, to catch work left running.
 
 An in-process guard cannot be perfect against code that shares the process; the parent's
@@ -24,7 +33,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+import site
 import sys
+import sysconfig
 import threading
 import time
 import types
@@ -86,6 +97,49 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
 _INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
+# packages whose frames are skipped when looking for who asked (torch's progress bars)
+_HELPER_PACKAGES = ("tqdm",)
+# events PyTorch's compile machinery may raise from its own frames
+_TORCH_HOOK_EVENTS = frozenset(
+    {"sys.addaudithook", "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback"}
+)
+
+
+def _site_dirs() -> tuple[str, ...]:
+    dirs = set()
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    for key in ("purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    dirs = {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
+
+
+def thread_target_file(function: Any) -> str:
+    """The file of the code a new thread will run: a ``threading.Thread``'s target (its
+    ``_bootstrap`` is what reaches ``_thread``), else the function itself."""
+    owner = getattr(function, "__self__", None)
+    target = getattr(owner, "_target", None) if isinstance(owner, threading.Thread) else None
+    target = target if target is not None else function
+    target = getattr(target, "func", target)  # functools.partial
+    code = getattr(target, "__code__", None) or getattr(
+        getattr(target, "__func__", None), "__code__", None
+    )
+    return str(code.co_filename) if code is not None else ""
 
 
 class HarnessGuardError(PermissionError):
@@ -109,6 +163,7 @@ class AuditGuard:
     deactivate: Callable[[], None]
     take_violations: Callable[[], list[Violation]]
     is_active: Callable[[], bool]
+    owned_threads: set[int] = field(default_factory=set)  # idents of threads torch started
 
 
 def program_name(path: Any) -> str:
@@ -137,13 +192,23 @@ def install_audit_guard(
         else ALLOWED_PROGRAMS | backends.allowed_programs()
     )
     rewriters = tuple(code_rewriters if code_rewriters is not None else backends.code_rewriters())
-    state = {"active": False, "busy": False}
+    state = {"active": False, "busy": False, "torch_thread": False}
     violations: list[Violation] = []
     seen: set[str] = set()
+    owned_threads: set[int] = set()
     getframe = sys._getframe
     realpath = os.path.realpath
     fspath = os.fsdecode
     start_new_thread_names = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+    stdlib = _stdlib_dirs()
+    site_dirs = _site_dirs()
+    torch_dir = _package_dir("torch")
+    helpers = tuple(d for d in (_package_dir(n) for n in _HELPER_PACKAGES) if d)
+    this_file = os.path.realpath(__file__)
+    python_names = {program_name(sys.executable), "python", "python3"}
+    # what inductor runs itself: a Python probe of the toolchain, openssl to hash headers
+    torch_programs = python_names | {"openssl"}
+    real_paths: dict[str, str] = {}
 
     def record(kind: str, message: str) -> None:
         if message not in seen and len(violations) < 64:
@@ -184,6 +249,43 @@ def install_audit_guard(
                 return False
             frame = frame.f_back
         return False
+
+    def real(filename: str) -> str:
+        path = real_paths.get(filename)
+        if path is None:
+            path = realpath(filename) if not filename.startswith("<") else filename
+            if len(real_paths) < 4096:
+                real_paths[filename] = path
+        return path
+
+    def asker(start: types.FrameType | None) -> str:
+        """The file of the code that asked: the nearest frame from ``start`` up that is not
+        the standard library, this module or a helper package (``tqdm``)."""
+        frame = start
+        for _ in range(64):
+            if frame is None:
+                return ""
+            filename = frame.f_code.co_filename
+            path = real(filename)
+            skip = (
+                filename.startswith("<frozen")
+                or path == this_file
+                or path.startswith(helpers)
+                or (path.startswith(stdlib) and not path.startswith(site_dirs))
+            )
+            if not skip:
+                return path
+            frame = frame.f_back
+        return ""
+
+    def torch_owned(start: types.FrameType | None, under: str = "") -> bool:
+        """Whether PyTorch's own code (``under``: one of its subpackages) asked, not the
+        candidate's: the candidate cannot create frames of another file (new code objects
+        are refused from its frames)."""
+        if torch_dir is None:
+            return False
+        path = asker(start)
+        return path.startswith(torch_dir + under) and not path.startswith(root + os.sep)
 
     def dsl_frame() -> bool:
         """Whether a ``__code__`` swap comes from a kernel DSL's own compiler (CuTeDSL
@@ -234,7 +336,9 @@ def install_audit_guard(
                 name = program_name(argv[0])
             elif not name and isinstance(argv, (str, bytes)):
                 name = program_name(os.fsdecode(argv).split()[0]) if argv.strip() else ""
-            if name not in allowed:
+            if name not in allowed and not (
+                name in torch_programs and torch_owned(getframe(1), f"_inductor{os.sep}")
+            ):
                 refuse(
                     "process",
                     f"starting a subprocess ({name or argv!s}) is not allowed; only compilers may run",
@@ -243,6 +347,8 @@ def install_audit_guard(
         if event in ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "pty.spawn"):
             refuse("process", f"process creation ({event}) is not allowed in candidate code")
         if event in start_new_thread_names:
+            if state["torch_thread"] or thread_allowed(args[0] if args else None):
+                return
             refuse("thread", f"thread creation ({event}) is not allowed in candidate code")
         if event in ("os.kill", "os.killpg", "signal.pthread_kill"):
             target = args[0] if args else None
@@ -257,12 +363,9 @@ def install_audit_guard(
             "socket.getaddrinfo",
         ):
             refuse("network", f"network access ({event}) is not allowed in candidate code")
-        if event in (
-            "sys.addaudithook",
-            "sys.settrace",
-            "sys.setprofile",
-            "sys.monitoring.register_callback",
-        ):
+        if event in _TORCH_HOOK_EVENTS:
+            if torch_owned(getframe(1)):
+                return
             refuse("introspection", f"{event} is not allowed in candidate code")
         if event == "object.__setattr__":
             if len(args) >= 2 and args[1] == "__code__" and not dsl_frame():
@@ -292,13 +395,31 @@ def install_audit_guard(
             if candidate_frame(1):
                 refuse("dynamic-code", f"dynamic code ({event}) is not allowed in candidate code")
             return
+        if event in ("code.__new__", "function.__new__"):
+            # a code object with another file's name would pass for that file's frames
+            if candidate_frame(1):
+                refuse(
+                    "dynamic-code",
+                    f"building code objects ({event}) is not allowed in candidate code",
+                )
+            return
         if event in ("ctypes.string_at", "ctypes.cdata", "ctypes.addressof", "ctypes.wstring_at"):
             if candidate_frame(2):
                 refuse("memory", f"raw memory access ({event}) is not allowed in candidate code")
             return
 
     sys.addaudithook(hook)
-    _wrap_thread_starters(state, refuse)
+
+    def thread_allowed(function: Any) -> bool:
+        # frames of this module and the standard library (threading) are skipped; a thread
+        # PyTorch starts must not run the candidate's code (a torch helper that starts a
+        # thread on a callable it is given would otherwise be a way around the guard)
+        target = thread_target_file(function)
+        if target and real(target).startswith(root + os.sep):
+            return False
+        return torch_owned(getframe(1))
+
+    _wrap_thread_starters(state, refuse, thread_allowed, owned_threads)
 
     def take() -> list[Violation]:
         out = list(violations)
@@ -314,17 +435,33 @@ def install_audit_guard(
     def active() -> bool:
         return bool(state["active"])
 
-    return AuditGuard(activate, deactivate, take, active)
+    return AuditGuard(activate, deactivate, take, active, owned_threads)
 
 
-def _wrap_thread_starters(state: dict[str, bool], refuse: Callable[[str, str], None]) -> None:
-    """Python < 3.12 has no audit event for thread creation: wrap the starters instead."""
+def _wrap_thread_starters(
+    state: dict[str, bool],
+    refuse: Callable[[str, str], None],
+    allowed: Callable[[Any], bool],
+    owned: set[int],
+) -> None:
+    """Python < 3.12 has no audit event for thread creation: wrap the starters instead.
+    A thread PyTorch's own code starts (``allowed``) goes ahead and its ident is kept."""
     import _thread
 
     def make(original: Callable[..., Any], name: str) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            if state["active"]:
-                refuse("thread", f"thread creation ({name}) is not allowed in candidate code")
+            if state["active"] and not state["torch_thread"]:
+                if not allowed(args[0] if args else None):
+                    refuse("thread", f"thread creation ({name}) is not allowed in candidate code")
+                state["torch_thread"] = True
+                try:
+                    handle = original(*args, **kwargs)
+                finally:
+                    state["torch_thread"] = False
+                ident = handle if isinstance(handle, int) else getattr(handle, "ident", None)
+                if isinstance(ident, int):
+                    owned.add(ident)
+                return handle
             return original(*args, **kwargs)
 
         guarded.__name__ = getattr(original, "__name__", name)
@@ -479,8 +616,44 @@ class IdentitySnapshot:
             if len(fp) != len(original) or any(
                 a is not b for a, b in zip(fp, original, strict=False)
             ):
+                if _unchanged(original) and _dynamo_rewrap(current, original[0]):
+                    continue
                 out.append(name)
         return out
+
+
+def _unchanged(original: tuple[Any, ...]) -> bool:
+    fp = _fingerprint(original[0])
+    return len(fp) == len(original) and all(a is b for a, b in zip(fp, original, strict=False))
+
+
+def _dynamo_rewrap(current: Any, original: Any) -> bool:
+    """Whether ``current`` is PyTorch's own wrapper of ``original``: importing
+    ``torch._dynamo`` (``torch.profiler`` does on first use) rebinds ``torch.manual_seed``
+    and other RNG functions to ``torch._disable_dynamo(original)``, a closure over the
+    original. Accepted only when the wrapper's code is that closure's (candidate frames
+    cannot make code objects), it closes over the untouched original, and the disable
+    function it caches on the original, if any, is dynamo's."""
+    code = getattr(current, "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_name != "inner":
+        return False
+    if not code.co_filename.endswith(os.path.join("torch", "_compile.py")):
+        return False
+    if getattr(current, "__wrapped__", None) is not original:
+        return False
+    cells = dict(zip(code.co_freevars, current.__closure__ or (), strict=False))
+    try:
+        if cells["fn"].cell_contents is not original:
+            return False
+    except (KeyError, ValueError):
+        return False
+    cached = getattr(original, "__dynamo_disable", None)
+    if cached is not None:
+        cached_code = getattr(cached, "__code__", None)
+        where = getattr(cached_code, "co_filename", "")
+        if f"torch{os.sep}_dynamo{os.sep}" not in where:
+            return False
+    return True
 
 
 def _lookup(owner: Any, attr: str) -> Any:
@@ -504,7 +677,8 @@ def snapshot_harness_modules() -> list[str]:
 
 
 class OpRecorder:
-    """Records ATen ops (dispatch mode) and torch functions (function mode) during a call."""
+    """Records ATen ops (dispatch mode, with the seconds spent in each) and torch functions
+    (function mode) during a call."""
 
     def __init__(self) -> None:
         import torch
@@ -512,23 +686,43 @@ class OpRecorder:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         self.aten: Counter[str] = Counter()
+        self.seconds: dict[str, float] = {}
+        self.elements: dict[str, int] = {}  # tensor elements each op was given
         self.functions: Counter[str] = Counter()
         aten = self.aten
+        seconds = self.seconds
+        elements = self.elements
+        tensor_type = torch.Tensor
         functions = self.functions
+        clock = time.perf_counter
+        compiling = torch.compiler.is_compiling
 
         class _Dispatch(TorchDispatchMode):
             @classmethod
             def _should_skip_dynamo(cls) -> bool:  # keeps torch._dynamo (2 s import) out
                 return False
 
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # off while torch.compile traces and compiles, on while the compiled code
+                # runs: otherwise dynamo would run a compiled candidate eagerly
+                return True
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
                 packet = getattr(func, "_overloadpacket", func)
-                aten[str(packet).replace(".", "::", 1)] += 1
-                return func(*args, **(kwargs or {}))
+                name = str(packet).replace(".", "::", 1)
+                aten[name] += 1
+                start = clock()
+                out = func(*args, **(kwargs or {}))
+                seconds[name] = seconds.get(name, 0.0) + clock() - start
+                given = sum(a.numel() for a in args if isinstance(a, tensor_type))
+                elements[name] = elements.get(name, 0) + given
+                return out
 
         class _Function(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                functions[getattr(func, "__name__", str(func))] += 1
+                if not compiling():  # dynamo traces modes: record nothing into its graphs
+                    functions[getattr(func, "__name__", str(func))] += 1
                 return func(*args, **(kwargs or {}))
 
         self._dispatch_cls = _Dispatch
@@ -538,6 +732,8 @@ class OpRecorder:
 
     def reset(self) -> None:
         self.aten.clear()
+        self.seconds.clear()
+        self.elements.clear()
         self.functions.clear()
 
     def __enter__(self) -> OpRecorder:
@@ -570,13 +766,15 @@ def _thread_count() -> int:
 
 @dataclass
 class ProcessState:
-    """Live Python threads and signal handlers, to notice work left behind by a call."""
+    """Live Python threads and signal handlers, to notice work left behind by a call.
+    Threads PyTorch's own code started (``exempt``: idents the guard kept) do not count."""
 
     threads: int
     handlers: dict[int, Any]
+    exempt: set[int] = field(default_factory=set)
 
     @classmethod
-    def take(cls) -> ProcessState:
+    def take(cls, exempt: set[int] | None = None) -> ProcessState:
         handlers = {}
         for sig in (
             signal.SIGALRM,
@@ -590,10 +788,11 @@ class ProcessState:
                 handlers[int(sig)] = signal.getsignal(sig)
             except (ValueError, OSError):
                 continue
-        return cls(_thread_count(), handlers)
+        owned = exempt if exempt is not None else set()
+        return cls(_thread_count() - _alive(owned), handlers, owned)
 
     def differences(self) -> list[str]:
-        now = ProcessState.take()
+        now = ProcessState.take(self.exempt)
         out = []
         if now.threads > self.threads:
             out.append(
@@ -616,6 +815,12 @@ class ProcessState:
                 signal.signal(sig, handler)
             except (ValueError, OSError, TypeError):
                 pass
+
+
+def _alive(idents: set[int]) -> int:
+    if not idents:
+        return 0
+    return sum(1 for t in threading.enumerate() if t.ident in idents)
 
 
 def settle(seconds: float) -> None:

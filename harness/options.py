@@ -56,6 +56,36 @@ class RunOptions:
         metadata=option("--backend", choices=_backends, help="Declare the candidate's backend."),
     )
     secret: int | None = None  # secret seed; None: os.urandom
+    # -- library use and unseen inputs (issue 18): harness/library.py, rungs/inputs.py ----
+    allow_library: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--allow-library",
+            multiple=True,
+            metavar="OPS",
+            help="Library ops the candidate may call although the reference computes them "
+            "(comma-separated: add,mul, aten::exp, a group such as matmul, or all).",
+        ),
+    )
+    min_kernel_share: float | None = field(
+        default=None,
+        metadata=option(
+            "--min-kernel-share",
+            low=0.0,
+            high=1.0,
+            help="Share of the work that must run in the candidate's own kernels "
+            "(default: the problem's MIN_KERNEL_SHARE, else 0.8).",
+        ),
+    )
+    unseen: bool = field(
+        default=True,
+        metadata=option(
+            "--no-unseen",
+            is_flag=True,
+            flag_value=False,
+            help="Skip the shapes and rescaled inputs the candidate never saw (on by default).",
+        ),
+    )
     record: bool = field(
         default=True,
         metadata=option(
@@ -67,6 +97,15 @@ class RunOptions:
         metadata=option("--runs-dir", help="Where run records go (default: runs/)."),
     )
     python: str | None = None  # interpreter for the worker; None: this one
+    warm: bool = field(  # workers forked from a warm template (harness/templates.py)
+        default=True,
+        metadata=option(
+            "--cold",
+            is_flag=True,
+            flag_value=False,
+            help="Start every worker as a fresh interpreter (no warm worker template).",
+        ),
+    )
     allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
     # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
     bench: bool = field(

@@ -13,6 +13,9 @@ A problem lists ``FORBIDDEN`` entries; each expands to three views of the same o
 Entries may be a group name (``"matmul"``, ``"softmax"``, ``"rms_norm"``, ``"layer_norm"``,
 ``"add"``), a dotted Python name (``"torch.matmul"``, ``"F.linear"``: a name that belongs
 to a group pulls in the whole group), ``"@"``, or a raw ATen op (``"aten::exp"``).
+
+Besides the problem's entries, ``add_recorded`` forbids at run time the compute ops the
+reference was seen to run (``library.py``): those are ``recorded``, named as such.
 """
 
 from __future__ import annotations
@@ -175,6 +178,8 @@ class Policy:
     matmul_operator: bool = False
     # canonical call / method / aten name -> the FORBIDDEN entry that brought it in
     origin: dict[str, str] = field(default_factory=dict)
+    # ATen ops forbidden because the reference computes them (not a FORBIDDEN entry)
+    recorded: set[str] = field(default_factory=set)
 
     @classmethod
     def from_entries(cls, entries: Iterable[str]) -> Policy:
@@ -227,6 +232,20 @@ class Policy:
         if name.startswith("torch."):
             self.functions.add(last)
             self.origin.setdefault("fn:" + last, entry)
+
+    def add_recorded(self, ops: Iterable[str], allowed: Iterable[str] = ()) -> None:
+        """Forbid at run time the compute ops the reference ran (``library.py``); an op the
+        problem's entries forbid already keeps that origin. An op brings its in-place
+        variant (``aten::add_``) and the rest of its group (``aten::mm``: every matmul)."""
+        for op in ops:
+            related = {op, op + "_"}
+            for group in GROUPS.values():
+                if op in group.aten:
+                    related |= set(group.aten)
+            for name in related - set(allowed):
+                if name not in self.aten:
+                    self.recorded.add(name)
+                    self.aten.add(name)
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.aten or self.functions or self.matmul_operator)

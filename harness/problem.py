@@ -3,7 +3,8 @@
 - native ``problem.py`` (documented in ``examples/README.md``): ``generate_input(seed,
   **shape)``, ``ref_kernel(inputs)``, ``SHAPES``, optional ``TOLERANCE``, ``FORBIDDEN``,
   ``BENCH_SHAPES``, ``BENCH_L2`` (``"flush"`` or ``"hot"``), ``SEEDS``, ``flops(**shape)``,
-  ``bytes(**shape)``;
+  ``bytes(**shape)``, ``UNSEEN`` (``unseen.py``), ``STRESS = False``, and the library
+  rules (``library.py``): ``ALLOW_LIBRARY``, ``ALLOW_TORCH``, ``MIN_KERNEL_SHARE``;
 - GPU MODE reference-kernels (``reference.py`` + ``task.yml``): see ``importers/gpumode.py``;
 - KernelBench (``Model``, ``get_inputs``, ``get_init_inputs``): ``importers/kernelbench.py``.
 
@@ -82,7 +83,23 @@ def load_native(path: Path) -> Problem:
         bytes_fn=getattr(module, "bytes", None),
         description=(module.__doc__ or "").strip(),
         unseen=getattr(module, "UNSEEN", None),
+        stress=getattr(module, "STRESS", None),
+        allow_library=[str(a) for a in getattr(module, "ALLOW_LIBRARY", [])],
+        allow_torch=bool(getattr(module, "ALLOW_TORCH", False)),
+        min_kernel_share=_share(file, getattr(module, "MIN_KERNEL_SHARE", None)),
     )
+
+
+def _share(file: Path, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise ProblemError(f"{file}: MIN_KERNEL_SHARE must be a number in [0, 1]") from None
+    if not 0.0 <= share <= 1.0:
+        raise ProblemError(f"{file}: MIN_KERNEL_SHARE must be a number in [0, 1]")
+    return share
 
 
 # -- detection -------------------------------------------------------------------------------

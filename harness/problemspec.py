@@ -115,6 +115,23 @@ class Problem:
     support_files: list[Path] = field(default_factory=list)
     description: str = ""
     unseen: Any = None  # UNSEEN: how unseen shapes are derived (harness/unseen.py)
+    stress: Any = None  # STRESS: False switches the rescaled-inputs trial off (rungs/inputs.py)
+    # library use (harness/library.py): ALLOW_LIBRARY, ALLOW_TORCH, MIN_KERNEL_SHARE
+    allow_library: list[str] = field(default_factory=list)
+    allow_torch: bool = False
+    min_kernel_share: float | None = None
+    # GPU MODE: the data may carry output tensors for the candidate to fill (found by running
+    # the reference: inputs it never reads, rungs/inputs.py)
+    provides_outputs: bool = False
+    # default shapes for a device when the problem's own are too big for it (KernelBench)
+    device_shapes: Callable[[str], list[dict[str, Any]]] | None = None
+    shape_note: Callable[[str], str] | None = None  # what the verdict says about those shapes
+
+    def shapes_for(self, device: str) -> list[dict[str, Any]]:
+        """The shapes a check uses by default on ``device``."""
+        if self.device_shapes is not None:
+            return [dict(s) for s in self.device_shapes(device)]
+        return [dict(s) for s in self.shapes]
 
     def public_seed(self, shape_index: int) -> int:
         if shape_index < len(self.seeds):

@@ -18,7 +18,9 @@ after 20 s", "worker exited with status 0 before reporting a result").
 The load request has two limits: the worker's own start-up (interpreter, torch, CUDA
 context: ``startup_timeout_s``) ends when the worker says it is about to import the
 candidate, and from there the candidate's import has the request's timeout (``--timeout``,
-or a backend's floor for builds that need minutes).
+or a backend's floor for builds that need minutes). Within any request, time the worker
+reports compiling (interim ``compile`` frames, ``harness/jitclock.py``) pauses the run
+budget, up to a compile budget per worker (``first_call_timeout_s``, twice over).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import channel, cleanup, sandbox
+from . import channel, cleanup, sandbox, templates
+from .jitclock import CompileClock
 from .options import RunOptions
 from .session import Reply, WorkerGone, WorkerSession
+from .workerenv import harness_root, scrubbed_env
 
 if TYPE_CHECKING:
     import torch
@@ -44,26 +48,6 @@ if TYPE_CHECKING:
     from .problem import Problem
     from .verdict import Verdict
 
-_ENV_KEEP = {
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "LD_LIBRARY_PATH",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "NVIDIA_VISIBLE_DEVICES",
-    "CC",
-    "CXX",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "TORCH_CUDA_ARCH_LIST",
-    "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "PYTORCH_CUDA_ALLOC_CONF",
-}  # and each backend's env_passthrough
-_ENV_KEEP_PREFIXES = ("LC_",)
 __all__ = [
     "LocalRunner",
     "LocalSession",
@@ -73,6 +57,7 @@ __all__ = [
     "WorkerGone",
     "WorkerSession",
     "check",
+    "harness_root",
     "run_oneshot",
     "scrubbed_env",
 ]
@@ -80,41 +65,6 @@ __all__ = [
 
 class Runner(Protocol):
     def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict: ...
-
-
-def harness_root() -> Path:
-    return Path(__file__).resolve().parent.parent
-
-
-def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    from .backends import cache_env, env_passthrough
-
-    keep = _ENV_KEEP | env_passthrough()
-    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(_ENV_KEEP_PREFIXES)}
-    home = workdir / ".home"
-    tmp = workdir / ".tmp"
-    for d in (home, tmp):
-        d.mkdir(exist_ok=True)
-    paths = [str(harness_root())]
-    paths += [
-        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).is_dir()
-    ]
-    env.update(
-        {
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "XDG_CACHE_HOME": str(home / ".cache"),
-            **cache_env(home),
-            "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "TORCHINDUCTOR_COMPILE_THREADS": "1",
-            "CTXKERNEL_WORKER": "1",
-        }
-    )
-    env.update(extra)
-    return env
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -130,7 +80,8 @@ def describe_exit(returncode: int | None) -> str:
 
 
 class LocalSession:
-    """A worker process on this machine, spoken to over two pipes."""
+    """A worker process on this machine, spoken to over two pipes: forked from this
+    process's warm template (``templates.py``) when it can be, else spawned."""
 
     def __init__(
         self,
@@ -140,6 +91,8 @@ class LocalSession:
         options: RunOptions,
         env_extra: dict[str, str],
         tag: str = "",
+        keep_paths: Sequence[str | Path] = (),
+        backend: str = "",
     ) -> None:
         self.workdir = workdir
         self.logdir = logdir
@@ -150,16 +103,81 @@ class LocalSession:
         self.memory_cap = cap
         self._gone: WorkerGone | None = None
         self.startup_timeout_s = options.startup_timeout_s
+        self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
         self.isolation = sandbox.isolation()
         if self.isolation.mode == "none":
             sandbox.harden_parent()
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        pid_r, pid_w = os.pipe()
         name = f"worker-{tag}" if tag else "worker"
         self.stdout_path = logdir / f"{name}.stdout.log"
         self.stderr_path = logdir / f"{name}.stderr.log"
         python = options.python or sys.executable
+        env = scrubbed_env(workdir, env_extra)
+        keep = (
+            sandbox.worker_paths(workdir.parent, *keep_paths)
+            if self.isolation.private_tmp
+            else None
+        )
+        self.started_by = "spawned"
+        self.warm_note = ""
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.proc: Any = None
+        self.worker_pid: int | None = None
+        template = None
+        if options.warm and not templates.needs_fresh_interpreter(env_extra):
+            try:
+                template = templates.template_for(python, env_extra, backend)
+            except (OSError, templates.TemplateError) as exc:
+                self.warm_note = f"no warm template: {exc}"
+        if template is not None:
+            try:
+                self.proc = template.fork(
+                    workdir,
+                    env,
+                    self.stdout_path,
+                    self.stderr_path,
+                    device,
+                    cap if device == "cpu" else 0,
+                    self.isolation.mode,
+                    keep,
+                    (to_worker_r, from_worker_w),
+                    self.startup_timeout_s,
+                )
+                self.started_by = "template"
+            except templates.TemplateError as exc:
+                self.warm_note = f"the warm template could not fork a worker: {exc}"
+                to_worker_r, to_worker_w = _renew(to_worker_w)
+                from_worker_w, from_worker_r = _renew(from_worker_r, reader=False)
+        if self.proc is not None:
+            cleanup.track(self.proc.pid)
+            self.worker_pid = self.proc.read_pid(self.startup_timeout_s)
+        else:
+            self.worker_pid = self._spawn(
+                python, env, keep, (to_worker_r, from_worker_w), workdir, device, cap
+            )
+        if self.worker_pid is None:
+            self.kill()
+            self._gone = WorkerGone(
+                f"the sandbox could not start the worker ({describe_exit(self.proc.returncode)})",
+                self.stderr_tail(),
+                self.proc.returncode,
+            )
+        self.end = channel.ParentEnd(to_worker_w, from_worker_r)
+        self.started = time.monotonic()
+
+    def _spawn(
+        self,
+        python: str,
+        env: dict[str, str],
+        keep: list[str] | None,
+        fds: tuple[int, int],
+        workdir: Path,
+        device: str,
+        cap: int,
+    ) -> int | None:
+        """``python -m harness.worker`` through the sandbox's launcher; the worker's PID."""
+        to_worker_r, from_worker_w = fds
+        pid_r, pid_w = os.pipe()
         cmd = [
             python,
             "-m",
@@ -177,9 +195,9 @@ class LocalSession:
         ]
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                sandbox.command(self.isolation.mode, cmd, pid_w, python=python),
+                sandbox.command(self.isolation.mode, cmd, pid_w, python=python, keep_paths=keep),
                 cwd=workdir,
-                env=scrubbed_env(workdir, env_extra),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -191,16 +209,7 @@ class LocalSession:
         for fd in (to_worker_r, from_worker_w, pid_w):
             os.close(fd)
         # the PID whose memory the watchdog reads (in a namespace: not the launcher's)
-        self.worker_pid = sandbox.read_pid(pid_r, self.startup_timeout_s)
-        if self.worker_pid is None:
-            self.kill()
-            self._gone = WorkerGone(
-                f"the sandbox could not start the worker ({describe_exit(self.proc.returncode)})",
-                self.stderr_tail(),
-                self.proc.returncode,
-            )
-        self.end = channel.ParentEnd(to_worker_w, from_worker_r)
-        self.started = time.monotonic()
+        return sandbox.read_pid(pid_r, self.startup_timeout_s)
 
     @property
     def logs(self) -> dict[str, Path]:
@@ -237,17 +246,25 @@ class LocalSession:
         limit = max(self.startup_timeout_s, timeout_s) if loading else timeout_s
         deadline = time.monotonic() + limit
         starting = loading
+        clock = self.compile_clock
         try:
             self.end.send(header, tensors, deadline, self._tick)
-            frame = self.end.recv(deadline, self._tick, max_reply_bytes)
-            if loading and frame.header.get("stage") == "import":
-                starting = False
-                deadline = time.monotonic() + timeout_s
+            while True:  # interim frames: the import begins, a compile starts or ends
                 frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+                stage = frame.header.get("stage")
+                if stage == "import" and loading:
+                    starting = False
+                    deadline = time.monotonic() + timeout_s
+                elif stage == "compile":
+                    deadline = clock.on_frame(frame.header, deadline)
+                else:
+                    break
         except channel.ChannelTimeout:
             self.kill()
             if starting and limit > timeout_s:
                 reason = f"the worker did not start within {limit:g} s (killed)"
+            elif clock.compiling:
+                reason = f"compiling took longer than {clock.budget_s:g} s (killed)"
             else:
                 reason = f"timed out after {timeout_s:g} s (killed)"
             self._gone = WorkerGone(reason, self.stderr_tail())
@@ -302,13 +319,15 @@ class LocalSession:
                 final["integrity"] = list(reply.header.get("integrity", []))
             except WorkerGone:
                 pass
-        try:
+        try:  # the worker exits right after its goodbye (no interpreter teardown)
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             pass
         self.kill()  # the process group: anything the candidate left behind goes too
         cleanup.untrack(self.proc.pid)
         self.end.close()
+        if isinstance(self.proc, templates.ForkedProcess):
+            self.proc.close()
         final["returncode"] = self.proc.returncode
         final["wall_s"] = time.monotonic() - self.started
         return final
@@ -319,6 +338,14 @@ class LocalSession:
         except OSError:
             return ""
         return data[-limit:].decode(errors="replace")
+
+
+def _renew(kept: int, reader: bool = True) -> tuple[int, int]:
+    """A fresh pipe for the end handed to a template that failed (it closed ours); the
+    other end ``kept`` is closed. Returns (the worker's end, ours)."""
+    os.close(kept)
+    r, w = os.pipe()
+    return (r, w) if reader else (w, r)
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:
@@ -377,9 +404,24 @@ class LocalRunner:
             dump = bool(options.dump_dir or options.target)
             env_extra = worker_env_for(candidate.backend, device, dump=dump)
 
+            opened: list[LocalSession] = []
+            problem_dir = Path(problem.path).resolve()
+            keep = [problem_dir.parent if problem_dir.is_file() else problem_dir]
+
             def open_session(tag: str = "", env: dict[str, str] | None = None) -> LocalSession:
                 extra = {**env_extra, **(env or {})}
-                return LocalSession(workdir, logdir, device, options, extra, tag=tag)
+                session = LocalSession(
+                    workdir,
+                    logdir,
+                    device,
+                    options,
+                    extra,
+                    tag=tag,
+                    keep_paths=keep,
+                    backend=candidate.backend,
+                )
+                opened.append(session)
+                return session
 
             oneshot = functools.partial(run_oneshot, workdir, logdir, device, options, env_extra)
             ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
@@ -388,12 +430,25 @@ class LocalRunner:
             finally:
                 ctx.close()
             verdict.environment["isolation"] = isolation.as_json()
+            verdict.environment["workers"] = _workers_note(opened)
             verdict.redact_secrets()
             if options.record:
                 verdict.run_dir = str(write_record(verdict, candidate, logdir, options.runs_dir))
             return verdict
         finally:
             cleanup.remove_root(root)
+
+
+def _workers_note(sessions: Sequence[LocalSession]) -> dict[str, Any]:
+    """How this check's workers started: forked from the warm template, or spawned."""
+    doc: dict[str, Any] = {
+        "forked": sum(1 for s in sessions if s.started_by == "template"),
+        "spawned": sum(1 for s in sessions if s.started_by != "template"),
+    }
+    notes = sorted({s.warm_note for s in sessions if s.warm_note})
+    if notes:
+        doc["note"] = notes[0]
+    return doc
 
 
 def resolved_isolation() -> sandbox.Isolation:

@@ -29,6 +29,19 @@ parent's ``Popen`` sees the worker's own exit; it writes W's host PID to ``--pid
 parent's memory watchdog reads that PID's RSS). When C exits the kernel kills whatever is
 left in the namespace; C exits when L is gone. The worker is never PID 1: the namespace's
 init ignores signals it has no handler for, which would change how a candidate dies.
+
+The same steps run without an exec for a worker forked from a warm template
+(``harness/zygote.py``): ``run_isolated`` is called in the template's forked child (single
+threaded, so ``unshare`` of a user namespace is allowed) and the worker branch returns
+into Python instead of exec'ing. An exec would have recomputed the capabilities; without
+one ``drop_live_caps`` does what it would have done (none left for a non-root user id,
+the bounding set's for root).
+
+Private temp folders: in a namespace mode the worker also gets a fresh tmpfs on ``/tmp``,
+``/var/tmp`` and ``/dev/shm`` (its mount namespace only), with the paths it needs under
+them bound back in (its check's temp root, the problem, the harness): a file one
+candidate leaves in a shared temp folder is not there for the next, and no sibling's
+working directory is visible.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import ctypes
 import os
 import resource
 import sys
+from _collections_abc import Callable  # already loaded by os: no import cost
 
 MODES = ("userns", "pidns", "none")
 ENV_MODE = "CTXKERNEL_ISOLATION"
@@ -50,11 +64,17 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
-_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 1 << 18
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_READ = 23
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAP_VERSION_3 = 0x20080522
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+PRIVATE_TMP_OPTIONS = b"mode=1777,size=1g"
 # Capabilities the worker never keeps: mounting (and unmounting our /proc), ptrace and
 # process_vm_readv, raw I/O (/proc/kcore, /dev/mem), modules, BPF and perf (both read
 # other processes' memory), open_by_handle_at, device nodes, kexec, kernel pointers.
@@ -84,15 +104,24 @@ class Isolation:
     """The mode workers of this process run in, and why a stronger one was not used."""
 
     def __init__(
-        self, mode: str, available: tuple[str, ...] = (), why: str = "", forced: bool = False
+        self,
+        mode: str,
+        available: tuple[str, ...] = (),
+        why: str = "",
+        forced: bool = False,
+        private_tmp: bool = False,
     ) -> None:
         self.mode = mode
         self.available = available
         self.why = why  # what refused the namespaces (the probe's errors), when mode is none
         self.forced = forced
+        self.private_tmp = private_tmp and mode != "none"
 
     def __repr__(self) -> str:
-        return f"Isolation({self.mode!r}, available={self.available!r}, why={self.why!r})"
+        return (
+            f"Isolation({self.mode!r}, available={self.available!r}, why={self.why!r}, "
+            f"private_tmp={self.private_tmp!r})"
+        )
 
     @property
     def namespaces(self) -> bool:
@@ -107,7 +136,11 @@ class Isolation:
         return self.mode
 
     def as_json(self) -> dict[str, object]:
-        doc: dict[str, object] = {"mode": self.mode, "pid_namespace": self.namespaces}
+        doc: dict[str, object] = {
+            "mode": self.mode,
+            "pid_namespace": self.namespaces,
+            "private_tmp": self.private_tmp,
+        }
         if self.why:
             doc["why"] = self.why
         if self.forced:
@@ -137,15 +170,19 @@ def _decide() -> Isolation:
     if wanted == "none":
         return Isolation("none", (), f"{ENV_MODE}=none", forced=True)
     available, errors = probe()
+    private = set(_private_tmp_modes)
     if wanted != "auto":
         if wanted not in available:
             raise SandboxError(
                 f"{ENV_MODE}={wanted}: this machine refuses it ({errors.get(wanted, 'not tried')})"
             )
-        return Isolation(wanted, available, forced=True)
+        return Isolation(wanted, available, forced=True, private_tmp=wanted in private)
     if available:
-        return Isolation(available[0], available)
+        return Isolation(available[0], available, private_tmp=available[0] in private)
     return Isolation("none", available, "; ".join(f"{m}: {e}" for m, e in errors.items()))
+
+
+_private_tmp_modes: list[str] = []  # the modes whose probe could mount a private /tmp
 
 
 def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -165,18 +202,41 @@ def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         return (), {"probe": f"{type(exc).__name__}: {exc}"}
     available = tuple(m for m in doc.get("available", []) if m in MODES)
+    _private_tmp_modes[:] = [m for m in doc.get("private_tmp", []) if m in available]
     return available, {str(k): str(v) for k, v in dict(doc.get("errors", {})).items()}
 
 
 def command(
-    mode: str, argv: list[str], pid_fd: int, keep_admin: bool = False, python: str | None = None
+    mode: str,
+    argv: list[str],
+    pid_fd: int,
+    keep_admin: bool = False,
+    python: str | None = None,
+    keep_paths: list[str] | None = None,
 ) -> list[str]:
-    """The launcher's command line that runs ``argv`` isolated in ``mode``."""
+    """The launcher's command line that runs ``argv`` isolated in ``mode``; with
+    ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
+    paths bound back in."""
     cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
     cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
     if keep_admin:
         cmd.append("--keep-admin")
+    for path in keep_paths if keep_paths is not None and mode != "none" else ():
+        cmd += ["--keep", path]
+    if keep_paths is not None and mode != "none":
+        cmd.append("--private-tmp")
     return [*cmd, "--", *argv]
+
+
+def worker_paths(*extra: object) -> list[str]:
+    """What a worker must see under a private temp folder: ``extra`` (its check's temp
+    root, the problem), the harness, the interpreter, and this process's module paths."""
+    paths = [str(p) for p in extra if p]
+    paths.append(os.path.dirname(os.path.dirname(_LAUNCHER)))
+    paths += [sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths += [p for p in sys.path if p and os.path.isabs(p)]
+    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
 
 
 def read_pid(fd: int, timeout_s: float) -> int | None:
@@ -293,12 +353,104 @@ def _report_pid(fd: int, pid: int) -> None:
     os.close(fd)
 
 
-def _exec(argv: list[str], keep_admin: bool) -> None:
+def _caps_mask(read_bounding: bool) -> int:
+    """The bounding set as a bit mask (what an exec'd root keeps)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 40
+    mask = 0
+    for cap in range(last + 1):
+        if not read_bounding or _prctl(_PR_CAPBSET_READ, cap) == 1:
+            mask |= 1 << cap
+    return mask
+
+
+def _capset(mask: int) -> None:
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    lo, hi = mask & 0xFFFFFFFF, (mask >> 32) & 0xFFFFFFFF
+    data = (ctypes.c_uint32 * 6)(lo, lo, 0, hi, hi, 0)  # effective, permitted, inheritable
+    _check(int(_libc().capset(header, data)), "capset")
+
+
+def drop_live_caps() -> None:
+    """What an exec would do to the capabilities (no file capabilities, no ambient set):
+    none for a non-root user id, the bounding set's for root. For a worker that is not
+    exec'd (forked from a template)."""
+    try:
+        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError:
+        pass
+    mask = _caps_mask(read_bounding=True) if os.geteuid() == 0 else 0
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("CapPrm:"):
+                mask &= int(line.split()[1], 16)
+    _capset(mask)
+
+
+def _private_tmp(keep: list[str]) -> None:
+    """A fresh tmpfs on each shared temp folder, with the ``keep`` paths under it bound
+    back in (opened first, as O_PATH descriptors, then bound from ``/proc/self/fd``)."""
+    libc = _libc()
+    done: set[str] = set()
+    for folder in PRIVATE_TMP:
+        if not os.path.isdir(folder):
+            continue
+        real = os.path.realpath(folder)
+        if real in done:
+            continue
+        done.add(real)
+        wanted = [os.path.realpath(p) for p in keep]
+        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in wanted):
+            continue  # a kept path holds the whole folder
+        inside = sorted({p for p in wanted if p.startswith(real.rstrip("/") + "/")})
+        inside = [p for p in inside if not any(p.startswith(q + "/") for q in inside)]
+        held = []
+        for path in inside:
+            try:
+                held.append((path, os.open(path, _O_PATH), os.path.isdir(path)))
+            except OSError:
+                continue
+        flags = _MS_NOSUID | _MS_NODEV
+        _check(
+            libc.mount(b"tmpfs", real.encode(), b"tmpfs", flags, PRIVATE_TMP_OPTIONS),
+            f"mount -t tmpfs tmpfs {real}",
+        )
+        for path, fd, is_dir in held:
+            if is_dir:
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            source = f"/proc/self/fd/{fd}".encode()
+            _check(
+                libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), f"bind {path}"
+            )
+            os.close(fd)
+
+
+def enter_worker(
+    mode: str, keep_admin: bool, keep_paths: list[str] | None, exec_follows: bool
+) -> None:
+    """The worker's last steps before it runs: private temp folders (namespace modes),
+    capabilities dropped (the bounding set; the live ones too when no exec follows), no
+    new privileges, default SIGPIPE/SIGXFSZ."""
+    if mode != "none" and keep_paths is not None:
+        _private_tmp(keep_paths)
     _drop_caps(keep_admin)
+    if not exec_follows:
+        drop_live_caps()
+        if mode != "none":
+            _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
             _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _exec(argv: list[str]) -> None:
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:
@@ -323,43 +475,93 @@ def _fail(message: str) -> None:
     os._exit(LAUNCH_FAILED)
 
 
-def launch(mode: str, parent: int, pid_fd: int, keep_admin: bool, argv: list[str]) -> None:
+def launch(
+    mode: str,
+    parent: int,
+    pid_fd: int,
+    keep_admin: bool,
+    argv: list[str],
+    keep_paths: list[str] | None = None,
+) -> None:
     _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
         os._exit(LAUNCH_FAILED)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if mode == "none":
         _report_pid(pid_fd, os.getpid())
-        _exec(argv, keep_admin)
-    try:
-        _unshare(mode)
-    except OSError as exc:
-        _fail(str(exc.strerror or exc))
-    life_r, life_w = os.pipe()
-    ready_r, ready_w = os.pipe()
-    init = os.fork()
-    if init == 0:
-        _init(life_r, life_w, ready_r, ready_w)
-    os.close(life_r)
-    os.close(ready_w)
-    answer = os.read(ready_r, 4096)
-    os.close(ready_r)
-    if answer != b"ok":
-        os.waitpid(init, 0)
-        _fail(answer.decode(errors="replace") or "the namespace's init died")
+        enter_worker(mode, keep_admin, None, exec_follows=True)
+        _exec(argv)
+
+    def become() -> None:
+        os.close(pid_fd)
+        enter_worker(mode, keep_admin, keep_paths, exec_follows=True)
+        _exec(argv)
+
+    run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become)
+
+
+def run_isolated(
+    mode: str,
+    report: Callable[[int], None],
+    become_worker: Callable[[], None],
+    keep_fds: tuple[int, ...] = (),
+    on_exit: Callable[[int], None] | None = None,
+) -> None:
+    """From a single-threaded process: make ``mode``'s namespaces, fork the init and the
+    worker (which runs ``become_worker``: it must exec or end the process), report the
+    worker's PID, wait for it, then end this process the way it ended (``on_exit`` sees
+    its wait status first). In ``none`` mode only the worker is forked. Never returns."""
+    life_w = -1
+    init = 0
+    if mode != "none":
+        try:
+            _unshare(mode)
+        except OSError as exc:
+            _fail(str(exc.strerror or exc))
+        life_r, life_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        init = os.fork()
+        if init == 0:
+            _init(life_r, life_w, ready_r, ready_w)
+        os.close(life_r)
+        os.close(ready_w)
+        answer = os.read(ready_r, 4096)
+        os.close(ready_r)
+        if answer != b"ok":
+            os.waitpid(init, 0)
+            _fail(answer.decode(errors="replace") or "the namespace's init died")
+    me = os.getpid()
     worker = os.fork()
     if worker == 0:
         _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
-        if os.getppid() != 0:  # our parent is outside the namespace: 0 unless it died
+        # our parent: outside the namespace (0) unless it died; in none mode, this process
+        if os.getppid() != (0 if mode != "none" else me):
             os._exit(LAUNCH_FAILED)
-        os.close(life_w)
-        os.close(pid_fd)
-        _exec(argv, keep_admin)
-    _report_pid(pid_fd, worker)
-    _close_fds({life_w})  # the worker's channel ends: the parent must see EOF when it dies
-    _, status = os.waitpid(worker, 0)
-    os.close(life_w)  # init exits; the kernel kills whatever the worker left behind
-    os.waitpid(init, 0)
+        if life_w >= 0:
+            os.close(life_w)
+        try:
+            become_worker()
+        except BaseException as exc:  # a worker that could not start says why
+            try:
+                sys.stderr.write(f"ctxkernel sandbox: the worker could not start: {exc!r}\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(LAUNCH_FAILED)
+        os._exit(0)
+    report(worker)
+    # the worker's channel ends: the parent must see EOF when it dies
+    _close_fds({fd for fd in (life_w, *keep_fds) if fd >= 0})
+    while True:
+        try:
+            _, status = os.waitpid(worker, 0)
+            break
+        except InterruptedError:
+            continue
+    if life_w >= 0:
+        os.close(life_w)  # init exits; the kernel kills whatever the worker left behind
+        os.waitpid(init, 0)
+    if on_exit is not None:
+        on_exit(status)
     _exit_like(status)
 
 
@@ -390,7 +592,8 @@ def _init(life_r: int, life_w: int, ready_r: int, ready_w: int) -> None:
 
 
 def _probe_mode(mode: str) -> str:
-    """'' when ``mode`` works here (namespaces made, /proc mounted), else the error."""
+    """'' when ``mode`` works here (namespaces made, /proc mounted), else the error;
+    ``'private-tmp refused'`` appended when a tmpfs could not be mounted on /tmp."""
     rd, wr = os.pipe()
     child = os.fork()
     if child == 0:
@@ -403,13 +606,21 @@ def _probe_mode(mode: str) -> str:
                 try:
                     _mount_proc()
                     ok = os.getpid() == 1 and os.path.isfile("/proc/self/status")
-                    os._exit(0 if ok else 3)
                 except OSError:
                     os._exit(2)
+                if not ok:
+                    os._exit(3)
+                try:
+                    _private_tmp([])
+                except OSError:
+                    os._exit(4)
+                os._exit(0)
             _, status = os.waitpid(init, 0)
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
             if code == 2:
                 message = "mount -t proc proc /proc: refused"
+            elif code == 4:
+                message = "private-tmp refused"
             elif code != 0:
                 message = f"the namespace's init failed (status {code})"
         except OSError as exc:
@@ -427,19 +638,23 @@ def _probe_mode(mode: str) -> str:
 
 def _probe() -> None:
     available: list[str] = []
+    private: list[str] = []
     errors: dict[str, str] = {}
     for mode in ("userns", "pidns"):
         if mode == "pidns" and os.geteuid() != 0:
             errors[mode] = "needs root"
             continue
         error = _probe_mode(mode)
-        if error:
+        if error and error != "private-tmp refused":
             errors[mode] = error
-        else:
-            available.append(mode)
+            continue
+        available.append(mode)
+        if not error:
+            private.append(mode)
     import json
 
-    sys.stdout.write(json.dumps({"available": available, "errors": errors}) + "\n")
+    doc = {"available": available, "errors": errors, "private_tmp": private}
+    sys.stdout.write(json.dumps(doc) + "\n")
 
 
 def main(argv: list[str]) -> int:
@@ -449,19 +664,29 @@ def main(argv: list[str]) -> int:
     try:
         split = argv.index("--")
     except ValueError:
-        _fail("usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] -- CMD...")
+        _fail(
+            "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
+            "[--private-tmp] [--keep PATH]... -- CMD..."
+        )
     opts, cmd = argv[:split], argv[split + 1 :]
     values: dict[str, str] = {}
+    keep: list[str] = []
     rest = list(opts)
     while rest:
         key = rest.pop(0)
-        values[key] = "1" if key == "--keep-admin" or not rest else rest.pop(0)
+        if key in ("--keep-admin", "--private-tmp") or not rest:
+            values[key] = "1"
+        elif key == "--keep":
+            keep.append(rest.pop(0))
+        else:
+            values[key] = rest.pop(0)
     mode = values.get("--mode", "")
     if mode not in MODES or not cmd:
         _fail(f"bad arguments {opts!r}")
     try:
         parent, pid_fd = int(values["--parent"]), int(values["--pid-fd"])
-        launch(mode, parent, pid_fd, "--keep-admin" in values, cmd)
+        private = keep if "--private-tmp" in values else None
+        launch(mode, parent, pid_fd, "--keep-admin" in values, cmd, private)
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")
     except OSError as exc:

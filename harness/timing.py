@@ -18,8 +18,10 @@ snapshot. The protocol (``bench``), per timed call:
 4. a keyed bottom-K sample of the outputs is kept (cloned, after the synchronise) for the
    parent to verify after the fact.
 
-Stop when the median's 95% CI is within ``rel_ci`` or the budget is spent
-(``benchstats.StopRule``). The persisting-L2 limit is set to 0 before timing and read
+Before the timed loop a few calls are made under the GPU's kernel records (``witness.py``):
+the second timer, and a check of the lead (a launch the GPU waited for lengthens it).
+Stop when the median's 95% CI is within ``rel_ci`` or the wall budget is spent
+(``benchstats.StopRule``; the budget scales with the first timed calls' wall time). The persisting-L2 limit is set to 0 before timing and read
 back after. NVML (SM clock, power, throttle reasons) is sampled with every measurement.
 ``mode="graph"`` times replays of a CUDA graph of the call instead.
 """
@@ -36,6 +38,7 @@ from typing import Any
 
 import torch
 
+from . import witness
 from .benchstats import StopRule, quantile
 
 # captured before any candidate code runs
@@ -271,6 +274,7 @@ class BenchConfig:
     keep_key: int = 0
     keep_bytes: int = 2 << 30
     calibrate: int = 12
+    witness: int = witness.CALLS  # calls timed by the kernel records first (0: no witness)
 
     @classmethod
     def from_header(cls, header: dict[str, Any]) -> BenchConfig:
@@ -283,6 +287,7 @@ class BenchConfig:
             keep_key=int(header.get("keep_key", 0)),
             keep_bytes=int(header.get("keep_bytes", 2 << 30)),
             calibrate=int(header.get("calibrate", 12)),
+            witness=int(header.get("witness", witness.CALLS)),
         )
 
 
@@ -490,6 +495,9 @@ class Bench:
             else:
                 runner, make = captured
 
+        seen = None
+        if config.witness > 0 and self.device == "cuda":
+            seen, index = self._witness(runner, make, index, config)
         kept = _Kept(config.keep_key, config.keep_bytes)
         events: list[float] = []
         device: list[float] = []
@@ -498,7 +506,9 @@ class Bench:
         clocks.take()
         started = _perf_counter()
         stop = None
+        loop_walls: list[float] = []
         while stop is None:
+            t_iter = _perf_counter()
             inputs = make(index)
             _synchronize()  # generation done: only the flush is ahead of the call
             ev, dev, wall, out = self._one(runner, inputs, config.l2)
@@ -509,6 +519,9 @@ class Bench:
             seeds_used.append(index)
             del out
             index += 1
+            loop_walls.append(_perf_counter() - t_iter)
+            if len(loop_walls) == StopRule.SCALE_AFTER:  # the wall budget scales with the call
+                rule = rule.scaled(quantile(sorted(loop_walls), 0.5))
             stop = rule.done(events, _perf_counter() - started)
             if len(events) % 25 == 0:
                 clocks.take()
@@ -539,7 +552,29 @@ class Bench:
             "kept": sorted(kept.outputs()),
             "rule": rule.as_dict(),
         }
+        if seen is not None:
+            report["witness"] = witness.compare(seen, quantile(sorted(events), 0.5))
         return report, kept.outputs()
+
+    def _witness(
+        self, fn: Callable[[Any], Any], make: Callable[[int], Any], index: int, config: BenchConfig
+    ) -> tuple[dict[str, Any], int]:
+        """The kernel records of a few calls (``witness.py``); lengthens the lead when they
+        show the GPU waiting for the launch. Returns (the witness's report, next index)."""
+
+        def busy() -> float:
+            self._busy_ahead(config.l2)
+            return self.lead_s
+
+        try:
+            seen, index = witness.observe(busy, fn, make, index, config.witness)
+        except Exception as exc:  # the witness never stops the benchmark
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}, index + config.witness
+        longer = witness.lead_for(seen, self.lead_s)
+        if longer is not None:
+            seen["lead_raised_ms"] = (longer - self.lead_s) * 1e3
+            self.lead_s = longer
+        return seen, index
 
     def _capture(
         self, fn: Callable[[Any], Any], make_inputs: Callable[[int], Any], index: int

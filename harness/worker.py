@@ -37,6 +37,7 @@ import importlib.util
 import json
 import os
 import resource
+import signal
 import sys
 import time
 import traceback
@@ -44,8 +45,11 @@ from typing import Any
 
 import torch
 
-from . import channel, timing
+from . import channel, jitclock, timing
 from .backends import DEFAULT_BACKEND, LaunchCounter, get_backend
+from .compiled import forbidden_compiled
+from .compiled import prepare as prepare_torch_compile
+from .freshness import OutputHistory, fresh_slots
 from .guards import (
     IdentitySnapshot,
     OpRecorder,
@@ -54,6 +58,9 @@ from .guards import (
     settle,
     snapshot_harness_modules,
 )
+from .library import is_compute, op_stem
+from .library_share import kernel_profiler as _kernel_profiler
+from .library_share import kernel_records
 
 _Tensor = torch.Tensor  # captured before any candidate code runs
 _type = type
@@ -125,6 +132,10 @@ class Worker:
         self.bench: timing.Bench | None = None
         self.kept: dict[int, Any] = {}
         self.bench_findings: set[str] = set()
+        self.os_threads = 0
+        self.history = OutputHistory()  # every output handed out (harness/freshness.py)
+        self.torch_compile = False
+        self.forbidden_stems: set[str] = set()
 
     # -- protocol ----------------------------------------------------------------------
 
@@ -179,6 +190,26 @@ class Worker:
                 "integrity": [],
             }, []
         self.counter = backend.prepare_worker(self.device)
+        end = self.end
+        jitclock.install(
+            (lambda frame: end.send({"op": "interim", **frame})) if end is not None else None
+        )
+        jitclock.wrap_hooks(backend.compile_hooks)
+        self.forbidden_stems = {op_stem(op) for op in self.forbidden_aten} | {
+            op_stem(f) for f in self.forbidden_functions
+        }
+        self.torch_compile = bool(req.get("torch_compile"))
+        if self.torch_compile:  # before the snapshot and the guards (harness/compiled.py)
+            try:
+                prepare_torch_compile(backend, self.counter, self.device)
+            except Exception:
+                self.torch_compile = False
+        # filelock (torch and triton import it lazily) adds a process-wide audit hook at
+        # import: imported before the guard, it is the harness's, not the candidate's
+        try:
+            import filelock  # noqa: F401
+        except Exception:
+            pass
         for name in req.get("snapshot_imports") or []:
             try:  # another backend the candidate mentions: what it could patch is snapshotted
                 importlib.import_module(str(name))
@@ -194,7 +225,8 @@ class Worker:
         extra = [*snapshot_harness_modules(), "__main__"]
         self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
         self.guard = install_audit_guard(self.workdir)
-        self.process_state = ProcessState.take()
+        self.process_state = ProcessState.take(self.guard.owned_threads)
+        self.os_threads = _os_threads()
         sys.dont_write_bytecode = True
         sys.path.insert(0, self.workdir)
 
@@ -382,21 +414,38 @@ class Worker:
         # burst: back to back like a timing loop (no poison, no settle in between); each
         # output is snapshotted as it returns and compared again once the burst is over
         burst = bool(req.get("burst")) and repeat > 1
+        slots = {int(i) for i in req.get("slots") or []}
+        first_call = self.history.calls + 1
         pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]] = []
         assert self.recorder is not None and self.guard is not None
+        profile = bool(req.get("kernels")) and self.device == "cuda"
+        profiler: Any = None
         for index in range(repeat):
             if not burst or index == 0:
                 self.poison([int(s) for s in req.get("poison", [])])
+            args = inputs
+            if slots:  # the data's output tensors: new and poisoned for every call
+                args, made = fresh_slots(inputs, slots)
+                call_no = self.history.next_call()
+                for t in made:
+                    self.history.add(call_no, t, None)
+            else:
+                call_no = self.history.next_call()
             if self.counter is not None:
                 self.counter.reset()
             self.recorder.reset()
+            if profile:  # only the candidate's own call: the harness's fills stay out
+                torch.cuda.synchronize()
+                profiler = _kernel_profiler()
+                if profiler is not None:
+                    profiler.__enter__()
             t0 = time.perf_counter()
             result: Any = None
             try:
                 with torch.no_grad(), self.recorder:
                     self.guard.activate()
                     try:
-                        result = entry(*inputs) if self.entry_kind == "model" else entry(inputs)
+                        result = entry(*args) if self.entry_kind == "model" else entry(args)
                     finally:
                         self.guard.deactivate()
             except BaseException as exc:
@@ -404,26 +453,35 @@ class Worker:
                 if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
                     self.dead = True
                 break
+            finally:
+                if profiler is not None:
+                    try:
+                        torch.cuda.synchronize()
+                    finally:
+                        profiler.__exit__(None, None, None)
             elapsed = time.perf_counter() - t0
             leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
             before = [leaf.detach().clone() for leaf in leaves]
-            record: dict[str, Any] = {
-                "elapsed_s": elapsed,
-                "launches": None if self.counter is None else self.counter.count,
-                "forbidden": sorted(
-                    {op for op in self.recorder.aten if op in self.forbidden_aten}
-                    | {"fn:" + f for f in self.recorder.functions if f in self.forbidden_functions}
-                ),
-                "aten": dict(self.recorder.aten.most_common(24)),
-            }
+            record = self.call_record(elapsed, call_no)
             pending.append((record, result, leaves, before))
             if not burst:
                 error = self.settle_safely(pending, out_tensors, input_ranges, calls, False)
                 if error is not None:
                     break
-            del result, leaves, before
+            del result, leaves, before, args
         if pending and error is None:
             error = self.settle_safely(pending, out_tensors, input_ranges, calls, burst)
+        if calls and not self.dead:
+            calls[-1]["earlier_changed"] = self.history.changed(first_call)
+            calls[-1]["input_elements"] = sum(
+                t.numel() for i, t in enumerate(self.last_leaves) if i not in slots
+            )
+            if profiler is not None:
+                calls[-1]["kernels"] = kernel_records(profiler)
+                calls[-1]["own_kernels"] = sorted(self.counter.names) if self.counter else []
+                calls[-1]["generated_kernels"] = (
+                    sorted(self.counter.generated) if self.counter else []
+                )
         after_tree = None
         if not self.dead:
             after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
@@ -437,6 +495,39 @@ class Worker:
             "integrity": self.integrity(),
         }
         return reply, out_tensors
+
+    def async_pending(self) -> bool:
+        """Whether anything could still change an output after the call returned: an
+        armed interval timer, a changed signal handler, a thread more than at load. When
+        nothing is, the settle wait is skipped (the device was synchronised already)."""
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            if signal.getitimer(timer) != (0.0, 0.0):
+                return True
+        state = self.process_state
+        if state is None or _os_threads() > self.os_threads:
+            return True
+        return bool(state.differences())
+
+    def call_record(self, elapsed: float, call_no: int) -> dict[str, Any]:
+        """What the recorder and the launch counter saw in one call."""
+        assert self.recorder is not None
+        recorder = self.recorder
+        seconds = {op: s for op, s in recorder.seconds.items() if is_compute(op)}
+        record: dict[str, Any] = {
+            "call_no": call_no,
+            "elapsed_s": elapsed,
+            "launches": None if self.counter is None else self.counter.count,
+            "forbidden": sorted(
+                {op for op in recorder.aten if op in self.forbidden_aten}
+                | {"fn:" + f for f in recorder.functions if f in self.forbidden_functions}
+            ),
+            "aten": dict(recorder.aten.most_common(24)),
+            "aten_s": dict(sorted(seconds.items(), key=lambda kv: -kv[1])[:16]),
+            "aten_elements": {op: n for op, n in recorder.elements.items() if is_compute(op)},
+        }
+        if self.torch_compile:
+            record["compiled_forbidden"] = forbidden_compiled(self.forbidden_stems)
+        return record
 
     def settle_safely(self, *args: Any) -> dict[str, Any] | None:
         """``settle_and_encode``; a device error surfacing at the synchronisation (an
@@ -471,7 +562,7 @@ class Worker:
         state after the wait."""
         if self.device == "cuda":
             torch.cuda.synchronize()
-        settle(self.settle_s)
+        settle(self.settle_s if self.async_pending() else 0.0)
         if self.device == "cuda":
             torch.cuda.synchronize()
         for record, result, leaves, before in pending:
@@ -480,23 +571,36 @@ class Worker:
                 for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
                 if not _same_bytes(b, leaf)
             ]
+            call_no = int(record.get("call_no") or 0)
+            shared = {id(leaf): self.history.shares_earlier(leaf, call_no) for leaf in leaves}
+            for leaf, b in zip(leaves, before, strict=True):
+                self.history.add(call_no, leaf, b)
             if snapshot:
                 swap = {id(leaf): b for leaf, b in zip(leaves, before, strict=True)}
+                shared.update(
+                    {id(b): shared[id(leaf)] for leaf, b in zip(leaves, before, strict=True)}
+                )
                 result = _replace_leaves(result, swap)
-            record["output"] = self.encode_output(result, out_tensors, input_ranges)
+            record["output"] = self.encode_output(result, out_tensors, input_ranges, shared)
             calls.append(record)
         pending.clear()
 
     def encode_output(
-        self, value: Any, tensors: list[torch.Tensor], input_ranges: list[tuple[int, int]]
+        self,
+        value: Any,
+        tensors: list[torch.Tensor],
+        input_ranges: list[tuple[int, int]],
+        shared: dict[int, list[int]] | None = None,
     ) -> Any:
+        shared = shared if shared is not None else {}
         if _isinstance(value, (tuple, list)):
             key = "tuple" if _isinstance(value, tuple) else "list"
-            return {key: [self.encode_output(v, tensors, input_ranges) for v in value]}
+            return {key: [self.encode_output(v, tensors, input_ranges, shared) for v in value]}
         if _isinstance(value, dict):
             return {
                 "dict": [
-                    [str(k), self.encode_output(v, tensors, input_ranges)] for k, v in value.items()
+                    [str(k), self.encode_output(v, tensors, input_ranges, shared)]
+                    for k, v in value.items()
                 ]
             }
         cls = _type(value)
@@ -506,6 +610,8 @@ class Worker:
             node["aliases"] = [
                 i for i, (lo, hi) in enumerate(input_ranges) if span[0] < hi and lo < span[1]
             ]
+            if shared.get(id(value)):
+                node["shares_earlier"] = shared[id(value)]
             if value.dtype in channel.DTYPE_NAMES:
                 node["t"] = len(tensors)
                 tensors.append(value.detach())
@@ -597,6 +703,13 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(x, y))
 
 
+def _os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1 << 30  # unknown: always settle
+
+
 def _driver_version() -> str | None:
     try:
         import pynvml
@@ -628,14 +741,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.oneshot:
         return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
+    exit_now(
+        run(args.fd_in, args.fd_out, os.path.realpath(args.workdir), args.device, args.mem_cap)
+    )
+    return 0  # not reached
+
+
+def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int:
+    """Serve the parent on the channel until ``bye`` or EOF; the exit status. A spawned
+    worker (``main``) and one forked from a warm template (``zygote.py``) both run this."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if args.mem_cap and args.device == "cpu":
-        resource.setrlimit(resource.RLIMIT_AS, (args.mem_cap, args.mem_cap))
+    if mem_cap and device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (mem_cap, mem_cap))
     faulthandler.enable(file=sys.stderr, all_threads=False)
-    if args.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)  # CPU checks run small grids; spare the other cores
-    end = channel.BlockingEnd(args.fd_in, args.fd_out)
-    worker = Worker(end, os.path.realpath(args.workdir), args.device)
+    if device == "cuda":
+        # the context now, before the first request: a worker opened ahead of its use
+        # (the benchmark's, while the ladder's runs) has it ready when asked
+        try:
+            torch.cuda.init()
+            torch.cuda.set_device(0)
+        except Exception as exc:  # load() reports it to the parent
+            sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
+    end = channel.BlockingEnd(fd_in, fd_out)
+    worker = Worker(end, workdir, device)
     try:
         return worker.serve()
     except channel.ChannelClosed:
@@ -648,6 +778,17 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 3
+
+
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown (torch's takes most of a second):
+    the parent has every reply it needs; only the logs are flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 def oneshot(request_path: str, workdir: str, device: str) -> int:

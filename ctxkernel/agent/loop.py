@@ -136,6 +136,9 @@ class Agent:
             timeout_s=config.check_timeout_s,
             backend=config.backend,
             record=False,
+            # shapes and inputs the model never saw are the prover's (recheck.py), with a
+            # fresh secret, before a version is declared best; the model hears only that
+            unseen=False,
         )
         self.options = timed(options, "cuda" if state.has_timing else "cpu")
         self._runner: Any = None

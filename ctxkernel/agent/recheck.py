@@ -143,6 +143,7 @@ class Prover:
             self.options,
             shapes=shapes or None,
             secret=secret,
+            unseen=True,  # and the harness's own: more unseen shapes, rescaled inputs
             trials=max(2, self.options.trials),
             bench=False,
             profile=False,

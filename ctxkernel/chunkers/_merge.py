@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from ..boilerplate import is_license_line, license_lines
 from .base import MAX_CHUNK_CHARS, Piece
 
 # A glue run with at most this many non-blank lines is folded into a neighbouring
@@ -311,8 +312,11 @@ def _has_text(p: Piece, lines: list[str]) -> bool:
 def first_line(lines: list[str], start: int, end: int) -> str:
     """A title for ``start..end``: its first line with a word in it (rulers skipped)."""
     fallback = ""
-    for ln in range(start, min(end, len(lines)) + 1):
+    top = start + license_lines(lines[start - 1 : end])  # a license header is no title
+    for ln in range(top, min(end, len(lines)) + 1):
         line = lines[ln - 1]
+        if is_license_line(line):
+            continue
         if any(c.isalnum() for c in line):
             return one_line(line)
         if not fallback and line.strip():

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from ..docs import DocsResult
 from ..links import render_lines
+from ..paramspec import click_params, from_cli
+from ..queries import DocsQuery
 from ..render import console, is_terminal, json_line
 from .common import index_options, json_option, workspace
 
@@ -15,30 +18,12 @@ _PROSE = {"markdown", "rst", "html", "text", "notebook"}
 
 
 @click.command("docs")
-@click.argument("topic")
-@click.option(
-    "--corpus", "-c", "corpora", multiple=True, help="Only these corpora (default: all indexed)."
-)
-@click.option(
-    "--alternatives",
-    "-n",
-    default=5,
-    show_default=True,
-    help="How many close alternatives to list.",
-)
+@click_params(DocsQuery)
 @click.option("--plain", is_flag=True, help="Print the text as is, without terminal rendering.")
-@click.option("--arch", metavar="SM", help="Only what the target can run (sm_90, sm_100, ...).")
 @index_options
 @json_option
 def docs_cmd(
-    topic: str,
-    corpora: tuple[str, ...],
-    alternatives: int,
-    plain: bool,
-    arch: str | None,
-    index_dir: str | None,
-    chroma_url: str | None,
-    as_json: bool,
+    plain: bool, index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any
 ) -> int:
     """Look up a PTX instruction or directive, a Triton API or a CuTe/CuTeDSL name.
 
@@ -55,8 +40,9 @@ def docs_cmd(
       ctxkernel docs triton.testing.do_bench
       ctxkernel docs cute.make_layout
     """
-    ws = workspace(index_dir, chroma_url)
-    result = ws.docs(topic, list(corpora) or None, alternatives, arch=arch)
+    request = from_cli(DocsQuery, params)
+    topic = request.topic
+    result = request.run(workspace(index_dir, chroma_url))
     if as_json:
         json_line(result.to_json())
         return 0 if result.best else 1

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
 from .. import progress as progress_mod
+from ..paramspec import click_params, from_cli
+from ..queries import GrepQuery, ReadQuery, RelatedQuery, SearchQuery
 from ..render import console, json_line, print_file_range, print_hits
 from .common import index_options, json_option, workspace
 
@@ -158,72 +161,13 @@ def _size(n: int) -> str:
 
 
 @click.command("search")
-@click.argument("query")
-@click.option(
-    "--corpus",
-    "-c",
-    "corpora",
-    multiple=True,
-    help="Only these corpora (repeatable; default: all indexed).",
-)
-@click.option("-k", "k", default=10, show_default=True, type=int, help="How many results.")
-@click.option(
-    "--mode", type=click.Choice(["hybrid", "lexical", "dense"]), default="hybrid", show_default=True
-)
-@click.option(
-    "--path",
-    "path_glob",
-    metavar="GLOB",
-    help="Only files whose path matches GLOB (e.g. 'examples/**').",
-)
-@click.option("--language", help="Only this language (python, cpp, cuda, markdown, rst, html...).")
-@click.option(
-    "--kind",
-    type=click.Choice(["example", "tutorial", "source", "doc", "test"]),
-    help="Only this kind of file.",
-)
-@click.option(
-    "--lines",
-    "snippet",
-    default=12,
-    show_default=True,
-    help="Lines of each hit to print (text output).",
-)
-@click.option(
-    "--rerank",
-    is_flag=True,
-    help="Re-score the best 30 candidates with a local cross-encoder (off by default; slower).",
-)
-@click.option(
-    "--rerank-model",
-    metavar="DIR",
-    help="The cross-encoder for --rerank: a saved model directory "
-    "(default: env CTXKERNEL_RERANK_MODEL; never downloaded unless CTXKERNEL_ALLOW_DOWNLOAD=1).",
-)
-@click.option(
-    "--arch",
-    metavar="SM",
-    help="Only hits the target can run (sm_80, sm_90, sm_100, ...); hits say what they need.",
-)
+@click_params(SearchQuery)
 @index_options
 @json_option
-def search_cmd(
-    query: str,
-    corpora: tuple[str, ...],
-    k: int,
-    mode: str,
-    path_glob: str | None,
-    language: str | None,
-    kind: str | None,
-    snippet: int,
-    rerank: bool,
-    rerank_model: str | None,
-    arch: str | None,
-    index_dir: str | None,
-    chroma_url: str | None,
-    as_json: bool,
-) -> int:
+def search_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
     """Search the index in plain words or by name (hybrid lexical + dense).
+
+    QUERY is what to look for: a question in plain words or a name.
 
     \b
     Examples:
@@ -232,19 +176,9 @@ def search_cmd(
       ctxkernel search "warp-specialized GEMM with TMA" --arch sm_90
       ctxkernel search "pipeline the main loop" --rerank --rerank-model ~/models/ms-marco-MiniLM-L6-v2
     """
-    ws = workspace(index_dir, chroma_url)
-    result = ws.search(
-        query,
-        list(corpora) or None,
-        k,
-        mode,
-        path_glob,
-        language,
-        kind,
-        rerank=rerank or bool(rerank_model),
-        rerank_model=rerank_model,
-        arch=arch,
-    )
+    request = from_cli(SearchQuery, params)
+    query = request.query
+    result = request.run(workspace(index_dir, chroma_url))
     if as_json:
         for hit in result.hits:
             json_line(hit.to_json())
@@ -261,68 +195,27 @@ def search_cmd(
     else:
         if not result.hits:
             click.echo("no results", err=True)
-        print_hits(result.hits, snippet_lines=snippet)
+        print_hits(result.hits, snippet_lines=request.lines_per_hit)
         click.echo(f"{len(result.hits)} results in {result.took_ms:.0f} ms", err=True)
     return 0 if result.hits else 1
 
 
 @click.command("grep")
-@click.argument("pattern")
-@click.option("--corpus", "-c", "corpus", required=True, help="The corpus to search.")
-@click.option("-i", "--ignore-case", is_flag=True)
-@click.option("--path", "path_glob", metavar="GLOB", help="Only files whose path matches GLOB.")
-@click.option(
-    "-C",
-    "--context",
-    default=0,
-    show_default=True,
-    type=int,
-    help="Lines of context around each match.",
-)
-@click.option(
-    "--max-count",
-    default=200,
-    show_default=True,
-    type=int,
-    help="Stop after this many matching lines.",
-)
-@click.option(
-    "--timeout",
-    "time_limit",
-    default=10.0,
-    show_default=True,
-    type=float,
-    help="Seconds before giving up.",
-)
-@click.option(
-    "--engine", type=click.Choice(["auto", "rg", "python"]), default="auto", show_default=True
-)
+@click_params(GrepQuery)
 @index_options
 @json_option
-def grep_cmd(
-    pattern: str,
-    corpus: str,
-    ignore_case: bool,
-    path_glob: str | None,
-    context: int,
-    max_count: int,
-    time_limit: float,
-    engine: str,
-    index_dir: str | None,
-    chroma_url: str | None,
-    as_json: bool,
-) -> int:
+def grep_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
     """Regex search over a corpus's files (ripgrep when installed, Python otherwise).
+
+    PATTERN is the regular expression (Rust regex / ripgrep syntax).
 
     \b
     Example:
       ctxkernel grep "make_tiled_copy" --corpus cutlass -C 3
     """
-    ws = workspace(index_dir, chroma_url)
-    result = ws.grep(
-        corpus, pattern, ignore_case=ignore_case, path_glob=path_glob, context=context,
-        max_results=max_count, time_limit_s=time_limit, engine=engine,
-    )  # fmt: skip
+    request = from_cli(GrepQuery, params)
+    pattern, corpus, context = request.pattern, request.corpus, request.context
+    result = request.run(workspace(index_dir, chroma_url))
     if as_json:
         for hit in result.hits:
             json_line(hit.to_json())
@@ -354,18 +247,19 @@ def grep_cmd(
 
 
 @click.command("show")
-@click.argument("ref")
+@click_params(ReadQuery)
 @index_options
 @json_option
-def show_cmd(ref: str, index_dir: str | None, chroma_url: str | None, as_json: bool) -> int:
+def show_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
     """Print lines of an indexed file: REF is corpus:path[:start-end], as search and grep print it.
 
     \b
     Example:
       ctxkernel show cutlass:examples/python/CuTeDSL/hopper/dense_gemm.py:120-180
     """
+    request = from_cli(ReadQuery, params)
     ws = workspace(index_dir, chroma_url)
-    rng = ws.read(ref)
+    rng = ws.read(request.ref, request.start_line, request.end_line)
     if as_json:
         json_line(rng.to_json())
     else:
@@ -376,15 +270,14 @@ def show_cmd(ref: str, index_dir: str | None, chroma_url: str | None, as_json: b
 
 
 @click.command("related")
-@click.argument("ref")
-@click.option("--arch", metavar="SM", help="Only what the target can run (sm_90, sm_100, ...).")
+@click_params(RelatedQuery)
 @index_options
 @json_option
-def related_cmd(
-    ref: str, arch: str | None, index_dir: str | None, chroma_url: str | None, as_json: bool
-) -> int:
+def related_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
     """What the concept links connect to a hit: the PTX section it implements, the other
     wrappers of that instruction, its callers and sibling examples.
+
+    REF is a hit id corpus:path:start-end (or corpus:path:line), as hits print it.
 
     \b
     Examples:
@@ -393,8 +286,7 @@ def related_cmd(
     """
     from ..related import render_related
 
-    ws = workspace(index_dir, chroma_url)
-    rel = ws.related(ref, arch)
+    rel = from_cli(RelatedQuery, params).run(workspace(index_dir, chroma_url))
     if as_json:
         json_line(rel.to_json())
     else:

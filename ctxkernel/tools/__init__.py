@@ -22,9 +22,9 @@ Registration is open: ``register(Tool(...))`` adds a tool to every ToolSet made 
 
 from __future__ import annotations
 
+from ..queries import DEFAULT_MAX_TOKENS
 from .base import (
     CHARS_PER_TOKEN,
-    DEFAULT_MAX_TOKENS,
     Budget,
     Handler,
     Tool,

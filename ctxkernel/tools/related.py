@@ -6,20 +6,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..paramspec import from_tool, tool_schema
+from ..queries import RelatedQuery
 from ..related import render_related
 from .base import Budget, Tool
-from .retrieval import _MAX_TOKENS_PROP, ARCH_PROP, _safe_ref
+from .retrieval import _safe_ref
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
 
 
 def _related(ws: Workspace, args: dict[str, Any]) -> str:
-    ref: str = args["ref"].strip()
-    _safe_ref(ref)
-    rel = ws.related(ref, args.get("arch"))
-    lines = render_related(rel)
-    budget = Budget(args["max_tokens"])
+    query = from_tool(RelatedQuery, args)
+    _safe_ref(query.ref.strip())
+    lines = render_related(query.run(ws))
+    budget = Budget(query.max_tokens)
     shown = budget.add_lines(lines)
     if shown < len(lines):
         return budget.render(f"{len(lines) - shown} lines not shown; raise max_tokens")
@@ -42,20 +43,6 @@ what the target cannot run.
 Examples: {"ref": "cutlass:include/cute/arch/mma_sm90_gmma.hpp:128-172"}; \
 {"ref": "triton:python/triton/experimental/gluon/language/nvidia/hopper/__init__.py:105-151", \
 "arch": "sm_90"}""",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "ref": {
-                "type": "string",
-                "minLength": 3,
-                "maxLength": 1000,
-                "description": "A hit id corpus:path:start-end (or corpus:path:line).",
-            },
-            "arch": ARCH_PROP,
-            "max_tokens": _MAX_TOKENS_PROP,
-        },
-        "required": ["ref"],
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(RelatedQuery),
     handler=_related,
 )

@@ -1,7 +1,8 @@
 """The retrieval tools — ``search``, ``grep``, ``docs``, ``read``, ``list_corpora`` — over a
-Workspace: their descriptions for a model, input schemas and handlers, the rendering of
-hits (id, upstream URL, numbered lines) under the budget, grep's pattern guard and time
-limit, and ``read``'s confinement to the files a corpus recorded."""
+Workspace: their descriptions for a model and handlers, the rendering of hits (id,
+upstream URL, numbered lines) under the budget, grep's pattern guard and time limit, and
+``read``'s confinement to the files a corpus recorded. Their input schemas are generated
+from the queries declared in ``ctxkernel.queries``, which the CLI's options come from too."""
 
 from __future__ import annotations
 
@@ -11,25 +12,17 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ..corpus import KINDS, Hit, parse_chunk_id
+from ..corpus import Hit, parse_chunk_id
 from ..errors import UserError
 from ..links import pick, render_lines
+from ..paramspec import from_tool, tool_schema
+from ..queries import DocsQuery, GrepQuery, ListCorporaQuery, ReadQuery, SearchQuery
 from . import tokens
-from .base import (
-    DEFAULT_MAX_TOKENS,
-    MAX_MAX_TOKENS,
-    MIN_MAX_TOKENS,
-    NOTICE_CHARS,
-    Budget,
-    Tool,
-    ToolError,
-)
+from .base import NOTICE_CHARS, Budget, Tool, ToolError
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
 
-GREP_DEFAULT_TIMEOUT_S = 10.0
-GREP_MAX_TIMEOUT_S = 30.0
 GREP_GRACE_S = 1.0  # on top of the engine's own limit before the tool gives up on it
 
 
@@ -110,109 +103,61 @@ def _render_hits(
 
 # --- the built-in tools -------------------------------------------------------------------
 
-_MAX_TOKENS_PROP: dict[str, Any] = {
-    "type": "integer",
-    "minimum": MIN_MAX_TOKENS,
-    "maximum": MAX_MAX_TOKENS,
-    "default": DEFAULT_MAX_TOKENS,
-    "description": "Upper bound on the size of the result in tokens (about 3 characters "
-    "of code each). Longer output is cut between hits or lines, with a note saying what "
-    "was left out.",
-}
-
-ARCH_PROP: dict[str, Any] = {
-    "type": "string",
-    "pattern": "^(sm_?|compute_)?[0-9]{2,3}[af]?$",
-    "description": "Target GPU architecture, e.g. sm_80, sm_90, sm_100: drop what it cannot "
-    "run (sm_100-only tcgen05 code on sm_90, sm_90a-only wgmma code on sm_100).",
-}
-
-_CORPORA_PROP: dict[str, Any] = {
-    "anyOf": [
-        {"type": "string", "minLength": 1},
-        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
-    ],
-    "description": 'Corpus name or list of names to search, e.g. "cutlass", "triton", '
-    '"ptx" (list_corpora shows what is indexed). Default: all indexed corpora.',
-}
-
-
-def _corpora_arg(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else list(value)
-
 
 def _search(ws: Workspace, args: dict[str, Any]) -> str:
-    result = ws.search(
-        args["query"],
-        _corpora_arg(args.get("corpus")),
-        args["k"],
-        args["mode"],
-        args.get("path"),
-        args.get("language"),
-        args.get("kind"),
-        arch=args.get("arch"),
-    )
-    budget = Budget(args["max_tokens"])
+    query = from_tool(SearchQuery, args)
+    result = query.run(ws)
+    budget = Budget(query.max_tokens)
     where = ", ".join(result.corpora)
     if not result.hits:
         return (
-            f"No results for {args['query']!r} in {where} ({result.mode}). Try other words, "
+            f"No results for {query.query!r} in {where} ({result.mode}). Try other words, "
             "fewer filters, mode='lexical' for exact identifiers, or grep for a regex."
         )
     budget.add(
-        f"{len(result.hits)} results for {args['query']!r} in {where} ({result.mode}); "
+        f"{len(result.hits)} results for {query.query!r} in {where} ({result.mode}); "
         "cite ids as corpus:path:start-end, read(ref=id) for more lines."
     )
     budget.add("")
     cut = _render_hits(
         budget,
         result.hits,
-        args["lines_per_hit"],
+        query.lines_per_hit,
         more_hint="raise max_tokens, lower k or lines_per_hit, or read an id",
     )
     return budget.render(cut)
 
 
 def _grep(ws: Workspace, args: dict[str, Any]) -> str:
-    pattern: str = args["pattern"]
+    query = from_tool(GrepQuery, args)
+    pattern, corpus, timeout = query.pattern, query.corpus, query.timeout_s
     check_grep_pattern(pattern)
-    timeout: float = args["timeout_s"]
     result = _with_deadline(
-        lambda: ws.grep(
-            args["corpus"],
-            pattern,
-            ignore_case=args["ignore_case"],
-            path_glob=args.get("path"),
-            context=args["context"],
-            max_results=args["max_matches"],
-            time_limit_s=timeout,
-        ),
+        lambda: query.run(ws),
         timeout + GREP_GRACE_S,
         f"grep: no answer within {timeout:g} s; narrow it with path or a more specific pattern",
     )
     stopped = f"stopped early: {result.truncated}" if result.truncated else ""
     left_out = (
         f"[left out {result.refused} files that now resolve outside the corpus: a link "
-        f"swapped in after indexing; `ctxkernel index {args['corpus']}` re-indexes it]"
+        f"swapped in after indexing; `ctxkernel index {corpus}` re-indexes it]"
         if result.refused
         else ""
     )
     if not result.hits:
-        text = f"No matches for /{pattern}/ in {args['corpus']} ({result.files_searched} files)."
+        text = f"No matches for /{pattern}/ in {corpus} ({result.files_searched} files)."
         if left_out:
             text += "\n" + left_out
         return text + (
             f"\n[cut: {stopped}; narrow with path or raise timeout_s]" if stopped else ""
         )
-    budget = Budget(args["max_tokens"])
+    budget = Budget(query.max_tokens)
     if left_out:
         budget.add(left_out)
     matches = sum(len(h.extra.get("matches", [])) for h in result.hits)
     budget.add(
         f"{matches} matching lines in {len(result.hits)} blocks for /{pattern}/ in "
-        f"{args['corpus']} ({result.files_searched} files); match lines are marked 'N:'."
+        f"{corpus} ({result.files_searched} files); match lines are marked 'N:'."
     )
     budget.add("")
     cut = _render_hits(
@@ -303,11 +248,10 @@ def _with_deadline(fn: Callable[[], Any], seconds: float, message: str) -> Any:
 
 
 def _docs(ws: Workspace, args: dict[str, Any]) -> str:
-    topic: str = args["topic"]
-    result = ws.docs(
-        topic, _corpora_arg(args.get("corpus")), args["alternatives"], arch=args.get("arch")
-    )
-    budget = Budget(args["max_tokens"])
+    query = from_tool(DocsQuery, args)
+    topic = query.topic
+    result = query.run(ws)
+    budget = Budget(query.max_tokens)
     if result.hint:
         budget.add(f"Note: {result.hint}.")
     if result.best is None:
@@ -368,14 +312,14 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
 
 
 def _read(ws: Workspace, args: dict[str, Any]) -> str:
-    ref: str = args["ref"].strip()
-    corpus, path, start, end = _safe_ref(ref)
-    start = args.get("start_line") or start
-    end = args.get("end_line") or end
+    query = from_tool(ReadQuery, args)
+    corpus, path, start, end = _safe_ref(query.ref.strip())
+    start = query.start_line or start
+    end = query.end_line or end
     if start is not None and end is not None and end < start:
         raise ToolError(f"read: end_line {end} is before start_line {start}")
     rng = ws.read(f"{corpus}:{path}", start, end)
-    budget = Budget(args["max_tokens"])
+    budget = Budget(query.max_tokens)
     budget.add(f"{rng.corpus}:{rng.path}:{rng.start_line}-{rng.end_line} of {rng.total_lines}")
     budget.add(f"url: {rng.url or '(no upstream link for this corpus)'}")
     if rng.source == "chunks":
@@ -423,7 +367,7 @@ def _safe_ref(ref: str) -> tuple[str, str, int | None, int | None]:
 
 
 def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
-    budget = Budget(args["max_tokens"])
+    budget = Budget(from_tool(ListCorporaQuery, args).max_tokens)
     statuses = ws.status(check_upstream=False)
     if not statuses:
         return "No corpora are defined or indexed."
@@ -473,59 +417,7 @@ for the surrounding lines. Output is cut to max_tokens with a closing [cut: ...]
 Examples: {"query": "swizzle shared memory layout to avoid bank conflicts", "corpus": \
 "cutlass", "k": 5}; {"query": "do_bench", "corpus": "triton", "kind": "source"}; \
 {"query": "wgmma accumulate fp32", "corpus": "ptx", "mode": "lexical"}""",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 2000,
-                "description": "What to look for: a question in plain words or a name.",
-            },
-            "corpus": _CORPORA_PROP,
-            "k": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 50,
-                "default": 8,
-                "description": "How many hits to return.",
-            },
-            "mode": {
-                "type": "string",
-                "enum": ["hybrid", "lexical", "dense"],
-                "default": "hybrid",
-                "description": "hybrid (default) fuses both; lexical for exact identifiers "
-                "and error messages; dense for paraphrased questions.",
-            },
-            "path": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Only files whose path matches this glob, e.g. "
-                '"examples/python/CuTeDSL/**" or "python/triton/language/*".',
-            },
-            "language": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Only this language: python, cpp, cuda, markdown, rst, html, ptx.",
-            },
-            "kind": {
-                "type": "string",
-                "enum": list(KINDS),
-                "description": "Only this kind of file: example, tutorial, source, doc, test.",
-            },
-            "lines_per_hit": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 400,
-                "default": 30,
-                "description": "At most this many lines of each hit.",
-            },
-            "arch": ARCH_PROP,
-            "max_tokens": _MAX_TOKENS_PROP,
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(SearchQuery),
     handler=_search,
 )
 
@@ -547,52 +439,7 @@ Patterns that repeat a repeated group, like (a+)+ or (\\w+\\.)*, are rejected: w
 Examples: {"pattern": "def do_bench", "corpus": "triton", "context": 5}; {"pattern": \
 "make_tiled_copy\\\\(", "corpus": "cutlass", "path": "include/cute/**"}; {"pattern": \
 "mbarrier\\\\.try_wait", "corpus": "ptx", "ignore_case": true}""",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 500,
-                "description": "The regular expression (Rust regex / ripgrep syntax).",
-            },
-            "corpus": {
-                "type": "string",
-                "minLength": 1,
-                "description": 'The one corpus to search, e.g. "cutlass", "triton", "ptx".',
-            },
-            "ignore_case": {"type": "boolean", "default": False},
-            "path": {
-                "type": "string",
-                "minLength": 1,
-                "description": 'Only files whose path matches this glob, e.g. "include/cute/**".',
-            },
-            "context": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": 20,
-                "default": 2,
-                "description": "Lines of context before and after each match.",
-            },
-            "max_matches": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 1000,
-                "default": 50,
-                "description": "Stop after this many matching lines.",
-            },
-            "timeout_s": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "maximum": GREP_MAX_TIMEOUT_S,
-                "default": GREP_DEFAULT_TIMEOUT_S,
-                "description": "Give up after this many seconds (returning what was found).",
-            },
-            "max_tokens": _MAX_TOKENS_PROP,
-        },
-        "required": ["pattern", "corpus"],
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(GrepQuery),
     handler=_grep,
 )
 
@@ -613,29 +460,7 @@ target cannot run.
 
 Examples: {"topic": "tl.dot"}; {"topic": "wgmma.mma_async", "corpus": "ptx"}; \
 {"topic": "make_tiled_copy", "corpus": "cutlass", "alternatives": 10}""",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "topic": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 300,
-                "description": "The name to look up, spelled as in code or the PTX manual.",
-            },
-            "corpus": _CORPORA_PROP,
-            "alternatives": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": 20,
-                "default": 5,
-                "description": "How many other candidates to list after the best one.",
-            },
-            "arch": ARCH_PROP,
-            "max_tokens": _MAX_TOKENS_PROP,
-        },
-        "required": ["topic"],
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(DocsQuery),
     handler=_docs,
 )
 
@@ -653,30 +478,7 @@ gives the id of the rest.
 
 Examples: {"ref": "cutlass:include/cute/atom/copy_atom.hpp:120-180"}; \
 {"ref": "triton:python/triton/testing.py", "start_line": 90, "end_line": 160}""",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "ref": {
-                "type": "string",
-                "minLength": 3,
-                "maxLength": 1000,
-                "description": "corpus:path or corpus:path:start-end, as hits print it.",
-            },
-            "start_line": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "First line to show (1-based); overrides the range in ref.",
-            },
-            "end_line": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Last line to show; overrides the range in ref.",
-            },
-            "max_tokens": _MAX_TOKENS_PROP,
-        },
-        "required": ["ref"],
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(ReadQuery),
     handler=_read,
 )
 
@@ -688,10 +490,6 @@ files and chunks, which upstream version. Call it once to learn the names to pas
 `corpus` to search, grep and docs (typically cutlass, triton, ptx).
 
 Example: {}""",
-    input_schema={
-        "type": "object",
-        "properties": {"max_tokens": _MAX_TOKENS_PROP},
-        "additionalProperties": False,
-    },
+    input_schema=tool_schema(ListCorporaQuery),
     handler=_list_corpora,
 )

@@ -12,9 +12,14 @@ backend declares:
   temp dir), ``env_passthrough`` (parent variables the scrubbed environment keeps),
   ``min_compile_timeout_s``;
 - how it is held to account: ``prepare_worker`` (hooks installed before the candidate is
-  imported; returns the launch counter), ``enforce_launches``, ``is_compile_error``, the
-  static scan's ``jit_decorators`` (kernel bodies are exempt from forbidden-op rules), the
-  guards' allowances and protected names;
+  imported; returns the launch counter, which also keeps the names of the kernels it saw
+  launched: the candidate's own kernels when the library share is measured),
+  ``enforce_launches``, ``is_compile_error``, the static scan's ``jit_decorators`` (kernel
+  bodies are exempt from forbidden-op rules), the guards' allowances and protected names,
+  ``prepare_torch_compile`` (counting the kernels ``torch.compile`` runs for it);
+- how long it compiles: ``compile_hooks`` (its compile entry points, timed apart from run
+  time, ``harness/jitclock.py``) and ``compile_hooks_complete`` (whether they cover every
+  way it compiles inside a call; if not, the first call keeps a long timeout on a GPU);
 - what it leaves behind: ``dump_plan`` (whether and how the dumps rung gets artefacts),
   ``dump_env``, ``collect_artifacts`` (in the worker), ``mma_hint``, ``tool_dirs``;
 - how it is traced: ``trace_recorder`` and ``prepare_trace``;
@@ -40,9 +45,13 @@ TRACING_HEADING = "## Tracing"
 
 @dataclass
 class LaunchCounter:
-    """Kernel launches seen since the last reset (``None`` total: counting unsupported)."""
+    """Kernel launches seen since the last reset (``None`` total: counting unsupported),
+    and the names of every kernel launched in this worker (``generated``: kernels
+    ``torch.compile`` generated from PyTorch code, not counted as the candidate's)."""
 
     count: int = 0
+    names: set[str] = field(default_factory=set)
+    generated: set[str] = field(default_factory=set)
 
     def reset(self) -> None:
         self.count = 0
@@ -82,6 +91,12 @@ class Backend:
     aot_without_gpu = False  # --target compiles its kernels ahead of time on a CPU machine
     enforce_launches = False  # a call that launched nothing of this backend fails
     min_compile_timeout_s = 0.0  # the load request (imports, builds) gets at least this long
+    # how the library share (harness/library_share.py) knows this backend's own kernels on a
+    # GPU: "launched" (the launch counter keeps their names), "defined" (names the source
+    # defines: __global__ functions), "" (not known well enough: reported, not judged)
+    own_kernel_names = ""
+    compile_hooks: tuple[str, ...] = ()  # "module:attr.path" compile entry points (jitclock)
+    compile_hooks_complete = False  # they cover every compile inside a call
     # static scan: decorators (resolved dotted names) whose functions are kernel code
     jit_decorators: tuple[str, ...] = ()
     jit_prefixes: tuple[str, ...] = ()  # ... and every decorator under these prefixes
@@ -96,6 +111,9 @@ class Backend:
     # mentions this one (so what it could patch is in the identity snapshot)
     snapshot_imports: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()  # parent environment variables the worker keeps
+    # what a warm worker template (harness/zygote.py) imports for this backend's workers:
+    # modules that neither initialise CUDA nor read a worker's own folders when imported
+    template_imports: tuple[str, ...] = ()
     trace_recorder: str | None = None  # "proton" | "ck_trace": how the trace rung instruments
     mma_hint = ""  # how to get warpgroup MMA in this backend, for the dumps' findings
 
@@ -135,6 +153,15 @@ class Backend:
     def prepare_worker(self, device: str) -> LaunchCounter | None:
         """Runs in the worker before the candidate is imported; returns a launch counter."""
         return None
+
+    def warm_template(self) -> None:
+        """Runs once in a worker template (``harness/zygote.py``) before it forks any
+        worker: harness-only warm-ups every worker would otherwise repeat. No CUDA, no
+        candidate code, nothing that reads a worker's own environment or folders."""
+
+    def prepare_torch_compile(self, counter: LaunchCounter | None) -> None:
+        """Runs in the worker, after ``torch._inductor`` is imported, for a candidate that
+        uses ``torch.compile``: count the kernels inductor launches for this backend."""
 
     def prepare_trace(self, device: str, candidate_path: str) -> None:
         """Runs in the worker before the candidate is imported (trace support); never raises."""

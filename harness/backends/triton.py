@@ -2,7 +2,12 @@
 
 Launches are counted by wrapping ``JITFunction.run`` (compiled path) and
 ``InterpretedFunction.run`` (``TRITON_INTERPRET=1``); warm-up runs are not launches. The
-autotuner ends in one of those, so it is counted too. With ``CTXKERNEL_RECORD_LAUNCHES=1``
+autotuner ends in one of those, so it is counted too. Under ``torch.compile`` inductor
+launches through its own ``CachingAutotuner.run`` (a user's ``@triton.jit`` kernel keeps
+its name; the kernels inductor generates from PyTorch code, ``triton_poi_fused_*`` and
+kin, are kept apart as ``generated``), and CUDA-graph replays of captured launches count
+as launches. Compile time (``triton.compile``) is timed apart from run time; the autotuner's
+benchmarking of the kernels is run time. With ``CTXKERNEL_RECORD_LAUNCHES=1``
 (dumps) the same wrapper records each distinct launch's specialisation for ahead-of-time
 compiles (``triton_aot.py``).
 
@@ -20,12 +25,15 @@ import functools
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from .base import Backend, DumpPlan, File, LaunchCounter
 
 KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin", "json")
+# names inductor gives the kernels it generates from PyTorch code
+GENERATED = re.compile(r"^triton_(poi|red|per|tem|for|spl|mix|unk|fused)_")
 
 
 class TritonBackend(Backend):
@@ -34,8 +42,15 @@ class TritonBackend(Backend):
     modules = ("triton",)
     interpreter = "Triton interpreter"
     enforce_launches = True
+    own_kernel_names = "launched"
     aot_without_gpu = True
     jit_decorators = ("triton.jit", "triton.autotune", "triton.heuristics")
+    template_imports = (
+        "triton",
+        "triton.language",
+        "triton.runtime.jit",
+        "triton.runtime.interpreter",
+    )
     jit_prefixes = ("triton.",)
     protected_names = ("triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
     protected_modules = ("triton.testing", "triton.runtime.jit", "triton.runtime.interpreter")
@@ -54,6 +69,11 @@ class TritonBackend(Backend):
     )
     trace_recorder = "proton"
     mma_hint = "Triton: BLOCK_M >= 64 with 4 warps, num_warps=8 tiles"
+    # the autotuner's benchmarking runs the candidate's kernels: run time, not compile
+    # time (a hanging kernel under @triton.autotune is still caught within --timeout);
+    # each config's compile inside it is timed apart through triton.compiler.compile
+    compile_hooks = ("triton.compiler:compile", "triton.compiler.compiler:compile")
+    compile_hooks_complete = True
 
     def worker_env(self, device: str) -> dict[str, str]:
         env = {"TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
@@ -121,12 +141,46 @@ class TritonBackend(Backend):
             interpreter = None  # type: ignore[assignment]
         if interpreter is not None and hasattr(interpreter, "InterpretedFunction"):
             _wrap_run(interpreter.InterpretedFunction, counter)
-        if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        if device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and not _WARM[0]:
             _warm_interpreter()
         from .triton_aot import RECORDED
 
         RECORDED.clear()  # the harness's own warm-up launch is no candidate kernel
         return counter
+
+    def warm_template(self) -> None:
+        """The interpreter's first launch, once for every CPU worker the template forks
+        (a template for CPU workers is started with their ``TRITON_INTERPRET=1``)."""
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _warm_interpreter()
+            _WARM[0] = True
+
+    def prepare_torch_compile(self, counter: LaunchCounter | None) -> None:
+        if counter is None:
+            return
+        try:
+            from torch._inductor.runtime import triton_heuristics
+        except Exception:
+            return
+        cls = getattr(triton_heuristics, "CachingAutotuner", None)
+        original = getattr(cls, "run", None) if cls is not None else None
+        if original is None or getattr(original, "_ctxkernel_counted", False):
+            return
+
+        @functools.wraps(original)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(self, *args, **kwargs)
+            name = str(getattr(getattr(self, "fn", None), "__name__", "") or "")
+            if GENERATED.match(name):
+                counter.generated.add(name)
+            else:
+                counter.count += 1
+                if name:
+                    counter.names.add(name)
+            return result
+
+        run._ctxkernel_counted = True  # type: ignore[attr-defined]
+        cls.run = run  # type: ignore[union-attr]
 
     def is_compile_error(self, exc: BaseException) -> bool:
         seen: set[int] = set()
@@ -176,10 +230,18 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
         result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         if not warmup:
             counter.count += 1
+            name = getattr(self, "__name__", None) or getattr(
+                getattr(self, "fn", None), "__name__", ""
+            )
+            if name:
+                counter.names.add(str(name))
         return result
 
     run._ctxkernel_counted = True  # type: ignore[attr-defined]
     cls.run = run
+
+
+_WARM = [False]  # the interpreter's first launch already paid (in the worker template)
 
 
 def _warm_interpreter() -> None:

@@ -11,19 +11,67 @@ Their evaluator runs the candidate and ``check_implementation`` in the same proc
 same ``data`` object the candidate received (so a candidate that mutates its inputs moves
 the reference too). Here ``check_implementation`` runs in the parent on a pristine copy,
 our own metrics run beside it, and the seeds get a secret mixed in.
+
+Every upstream ``generate_input`` builds its tensors on CUDA (``device="cuda"``, a CUDA
+``torch.Generator``). On a CPU check it runs under ``cuda_as_cpu`` (a TorchFunctionMode
+that turns ``device="cuda"`` into the CPU, and a CPU generator for a CUDA one), so an
+unchanged problem still gives a verdict there (random values differ from a GPU's).
+The data may carry the output tensor a solution fills (``output[...] = ...; return
+output``): ``provides_outputs``; the ladder finds which leaves by running the reference.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
 
 from ..errors import ProblemError
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
 
 _SHADOW = ("utils", "task", "reference", "submission", "eval")
+
+
+def _is_cuda(device: Any) -> bool:
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True  # a bare index is a CUDA device
+    return isinstance(device, str) and device.split(":")[0] == "cuda"
+
+
+class _CudaAsCpu(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = dict(kwargs or {})
+        if _is_cuda(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            args = (args[0], "cpu", *args[2:])
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def cuda_as_cpu() -> Iterator[None]:
+    """Run a problem's CUDA-only input code on the CPU (see the module docstring)."""
+    original = torch.Generator
+
+    def generator(device: Any = "cpu") -> torch.Generator:
+        return original(device="cpu" if _is_cuda(device) else device)
+
+    torch.Generator = generator  # type: ignore[misc,assignment]
+    try:
+        with _CudaAsCpu():
+            yield
+    finally:
+        torch.Generator = original  # type: ignore[misc]
 
 
 def _flow_map(text: str) -> dict[str, Any]:
@@ -116,12 +164,16 @@ def load_gpumode(path: Path) -> Problem:
     ref_kernel = module.ref_kernel
 
     def generate(seed: int, shape: dict[str, Any], device: str) -> Any:
+        if device != "cpu":
+            return to_device(generate_input(**shape, seed=seed), device)
         try:
-            data = generate_input(**shape, seed=seed)
+            with cuda_as_cpu():
+                data = generate_input(**shape, seed=seed)
         except (RuntimeError, AssertionError) as exc:
-            if device == "cpu" and ("CUDA" in str(exc) or "cuda" in str(exc)):
+            if "CUDA" in str(exc) or "cuda" in str(exc):
                 raise ProblemError(
-                    f"{reference_file}: generate_input builds its inputs on CUDA; run with --device cuda"
+                    f"{reference_file}: generate_input needs CUDA ({str(exc).splitlines()[0]}); "
+                    "run with --device cuda"
                 ) from exc
             raise
         return to_device(data, device)
@@ -142,4 +194,5 @@ def load_gpumode(path: Path) -> Problem:
         forbidden=[str(f) for f in getattr(module, "FORBIDDEN", [])],
         support_files=support,
         description=str(task.get("description", "")).strip(),
+        provides_outputs=True,  # generate_input's data may carry the output to fill
     )

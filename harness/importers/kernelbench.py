@@ -12,7 +12,16 @@ Here: the parent builds ``Model`` and the worker builds ``ModelNew`` from the sa
 ``get_init_inputs()`` and init seed (so parameters match), inputs come from
 ``get_inputs()`` under secret-mixed seeds, KernelBench's tolerance is kept, and the heavy
 library ops the reference calls (matmul, softmax, norms, convolutions) are forbidden.
-Module-level sizes (``batch_size``, ``N``, ...) can be overridden as shape keys.
+Module-level sizes (``batch_size``, ``N``, ...) can be overridden as shape keys; the
+module-level globals computed from an overridden one (``N = 2 * M``) are computed again
+(``ModuleSizes``), and a key that is no module-level global is named in the error.
+
+Upstream sizes are chosen for a large GPU (a ReLU of 4096 x 393216 floats): a check uses
+them only for ``--bench`` on a GPU. By default a check runs on sizes scaled to the device
+(``device_shapes``: the largest module-level sizes halved until the inputs and parameters
+fit ``ELEMENT_BUDGET`` for that device, measured on the meta device, plus a second shape
+a little smaller so that the unseen shapes have a dimension to vary); the verdict names
+the shapes it used.
 """
 
 from __future__ import annotations
@@ -28,6 +37,9 @@ from ..policy import GROUPS, MODULES, canonical_name
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
 
 INIT_SEED = 42
+# elements (inputs + parameters) a default check shape may hold, per device
+ELEMENT_BUDGET = {"cpu": 1 << 15, "cuda": 1 << 24}
+MIN_SCALED = 16  # sizes below this are never halved
 _CONV_CALLS = {
     "torch.nn.Conv1d",
     "torch.nn.Conv2d",
@@ -94,6 +106,130 @@ def reference_ops(source: str) -> list[str]:
     return sorted(set(found))
 
 
+def _assignments(node: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, expression) of a top-level ``x = ...``, ``x: int = ...`` or ``a, b = 1, 2``."""
+    target: ast.expr
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        target, value = node.target, node.value
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    else:
+        return []
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if (
+        isinstance(target, ast.Tuple)
+        and isinstance(value, ast.Tuple)
+        and len(target.elts) == len(value.elts)
+        and all(isinstance(t, ast.Name) for t in target.elts)
+    ):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]  # type: ignore[attr-defined]
+    return []
+
+
+class ModuleSizes:
+    """A KernelBench module's top-level assignments, replayed for a shape: every global is
+    reset to its upstream value, the shape's keys are set, and each later assignment whose
+    expression reads a changed name is evaluated again (``N = 2 * M``)."""
+
+    def __init__(self, file: Path, module: Any, source: str) -> None:
+        self.file = file
+        self.module = module
+        self.steps: list[tuple[str, Any, set[str]]] = []  # (name, compiled expr, names read)
+        self.original: dict[str, Any] = {}
+        for node in ast.parse(source).body:
+            for name, value in _assignments(node):
+                if not hasattr(module, name):
+                    continue
+                reads = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                code = compile(ast.Expression(value), str(file), "eval")
+                self.steps.append((name, code, reads))
+                self.original[name] = getattr(module, name)
+
+    def sizes(self) -> dict[str, int]:
+        """The upstream integer globals (the sizes a shape may override)."""
+        return {
+            k: v for k, v in self.original.items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+
+    def apply(self, shape: dict[str, Any]) -> list[str]:
+        """Set the module's globals for ``shape``; the globals recomputed from it."""
+        unknown = [k for k in shape if k not in self.original and not hasattr(self.module, k)]
+        if unknown:
+            raise ProblemError(
+                f"{self.file}: no module-level {unknown[0]} to set (shape keys override "
+                f"module globals: {', '.join(sorted(self.sizes())) or 'none'})"
+            )
+        namespace = vars(self.module)
+        namespace.update(self.original)
+        changed = {k for k, v in shape.items() if self.original.get(k, object()) != v}
+        for key, value in shape.items():
+            namespace[key] = value
+        derived = []
+        for name, code, reads in self.steps:
+            if name in shape or not (reads & changed):
+                continue
+            try:
+                namespace[name] = eval(code, namespace)  # the problem's own expression
+            except Exception as exc:
+                raise ProblemError(
+                    f"{self.file}: {name} is computed from {', '.join(sorted(reads & changed))}"
+                    f" and cannot be computed again for this shape ({exc}); set {name} too"
+                ) from None
+            changed.add(name)
+            derived.append(name)
+        return derived
+
+
+def _meta_elements(module: Any, sizes: ModuleSizes, shape: dict[str, Any]) -> int | None:
+    """Elements of a shape's inputs and the model's parameters, on the meta device (no
+    memory); None when the problem cannot be built there."""
+    try:
+        sizes.apply(shape)
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            inputs = list(module.get_inputs())
+            init: list[Any] = list(getattr(module, "get_init_inputs", lambda: [])())
+            model = module.Model(*init)
+        total = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+        return total + sum(p.numel() for p in model.parameters())
+    except Exception:
+        return None
+    finally:
+        sizes.apply({})
+
+
+def scaled_shapes(module: Any, sizes: ModuleSizes, budget: int) -> list[dict[str, Any]]:
+    """Shapes that fit ``budget`` elements: the largest sizes halved until they do (and a
+    second shape with the largest remaining size smaller still); [] when the upstream
+    sizes fit already or the problem cannot be measured."""
+    upstream = sizes.sizes()
+    if not upstream:
+        return []
+    first = _meta_elements(module, sizes, {})
+    if first is None or first <= budget:
+        return []
+    shape = dict(upstream)
+    for _ in range(64):
+        big = max(shape, key=lambda k: shape[k])
+        if shape[big] < MIN_SCALED:  # small sizes are structure (kernel sizes, strides)
+            break
+        shape[big] = max(1, shape[big] // 2)
+        count = _meta_elements(module, sizes, shape)
+        if count is None:
+            return []
+        if count <= budget:
+            break
+    keep = {k: v for k, v in shape.items() if v != upstream[k]}
+    top = max(keep, key=lambda k: keep[k]) if keep else None
+    shapes = [keep]
+    if top is not None and keep[top] >= MIN_SCALED:
+        second = dict(keep)
+        second[top] = max(1, (keep[top] * 3) // 4)
+        if _meta_elements(module, sizes, second) is not None:
+            shapes.append(second)
+    return shapes
+
+
 def load_kernelbench(file: Path) -> Problem:
     with isolated_import_path([file.parent], ()):
         module = import_file(file, "kernelbench")
@@ -102,14 +238,29 @@ def load_kernelbench(file: Path) -> Problem:
             raise ProblemError(f"{file}: a KernelBench problem defines {required}")
     get_init_inputs: Any = getattr(module, "get_init_inputs", lambda: [])
     models: dict[str, Any] = {}
+    sizes = ModuleSizes(file, module, file.read_text())
+    scaled: dict[str, list[dict[str, Any]]] = {}
 
     def apply_shape(shape: dict[str, Any]) -> None:
-        for key, value in shape.items():
-            if not hasattr(module, key):
-                raise ProblemError(
-                    f"{file}: no module-level {key} to set (shape keys override module globals)"
-                )
-            setattr(module, key, value)
+        sizes.apply(shape)
+
+    def device_shapes(device: str) -> list[dict[str, Any]]:
+        kind = "cpu" if device == "cpu" else "cuda"
+        if kind not in scaled:
+            scaled[kind] = scaled_shapes(module, sizes, ELEMENT_BUDGET[kind]) or [{}]
+        return scaled[kind]
+
+    def shape_note(device: str) -> str:
+        shapes = device_shapes(device)
+        if shapes == [{}]:
+            return ""
+        upstream = sizes.sizes()
+        changed = sorted({k for s in shapes for k in s})
+        was = ", ".join(f"{k}={upstream[k]}" for k in changed)
+        return (
+            f"scaled down to fit the {device} (upstream {was}; --shapes bench for the "
+            "upstream sizes, or --shapes KEY=VALUE)"
+        )
 
     def init(shape: dict[str, Any]) -> tuple[int, tuple[Any, ...]]:
         apply_shape(shape)
@@ -144,6 +295,9 @@ def load_kernelbench(file: Path) -> Problem:
         path=file,
         format="kernelbench",
         shapes=[{}],
+        bench_shapes=[{}],
+        device_shapes=device_shapes,
+        shape_note=shape_note,
         generate=generate,
         reference=reference,
         entry="ModelNew",

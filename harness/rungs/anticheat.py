@@ -1,18 +1,26 @@
-"""The ``anti-cheat`` rung: behaviour under repetition, and everything the guards saw.
+"""The ``anti-cheat`` rung: behaviour under repetition, who did the work, and what the guards saw.
 
 A burst of back-to-back calls on the same inputs (the shape of a timing loop) must give
 the reference every time — a candidate that behaves differently after the first calls
-or in "benchmark mode" fails here. Then the worker is closed and every integrity finding
-of the whole session fails the rung, named: forbidden library ops at run time, no kernel
-of the declared backend launched, monkeypatched timers/validators/harness internals,
-guard refusals (threads, processes, writes outside the temp dir, network, frame walking),
-inputs modified, output changed after return, threads or signal handlers left behind.
+or in "benchmark mode" fails here. Then one call measures the library share (on a GPU at
+the largest benchmark shape that is not huge, ``Inputs.share_shape``; else the largest
+checked shape) (``harness/library_share.py``: on a GPU the device time in the
+candidate's own kernels against library kernels, on a CPU the share of the data that
+library compute ops did not read); below the problem's ``MIN_KERNEL_SHARE`` (default 80 %) the rung fails naming the
+library kernels. A plain PyTorch candidate fails here unless it was asked for
+(``harness/library.py``). Then the worker is closed and every integrity finding of the
+whole session fails the rung, named: forbidden library ops at run time (the problem's and
+the reference's own), no kernel of the declared backend launched, monkeypatched
+timers/validators/harness internals, guard refusals (threads, processes, writes outside
+the temp dir, network, frame walking), inputs modified, output changed after return, an
+earlier call's output changed later, threads or signal handlers left behind.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..library_share import Share, measure_cpu, measure_gpu
 from ..verdict import RungResult
 from .common import call_failure, check_output
 
@@ -21,6 +29,7 @@ if TYPE_CHECKING:
     from .results import Earlier
 
 BURST_TRIAL = 1000  # trial index for the burst's seed: distinct from the correctness trials
+SHARE_TRIAL = 1500  # ... and for the call that measures the library share
 
 
 class AntiCheatRung:
@@ -58,11 +67,56 @@ class AntiCheatRung:
                     ),
                     details=details,
                 )
+        share, share_note = self.share(ctx)
         ctx.workers.finish()
-        metrics = {"calls": ctx.workers.calls_made, "burst": burst}
-        found = ctx.findings.messages
+        metrics: dict[str, Any] = {"calls": ctx.workers.calls_made, "burst": burst}
+        if share is not None:
+            metrics["own_share"] = round(share.own, 4)
+        found = list(ctx.findings.messages)
+        refusal = ctx.library.plain_torch_refusal()
+        if refusal:  # after the findings: they name something more specific
+            found.append(refusal)
+        if share is not None and share.own < ctx.library.min_share:
+            found.append(  # after the findings: a forbidden op named is the clearer reason
+                f"the candidate's own kernels did only {100 * share.own:.0f}% of the work "
+                f"({share.basis}; at least {100 * ctx.library.min_share:.0f}% required): "
+                f"library {share.describe()}"
+            )
+        details = {"library": ctx.library.describe()}
+        if share is not None:
+            details["share"] = {
+                "own": share.own,
+                "basis": share.basis,
+                "library": share.library[:10],
+                "own_kernels": share.own_kernels[:10],
+            }
         if found:
             more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-            details = {"findings": [], "integrity": list(found)}
+            details.update({"findings": [], "integrity": list(found)})
             return RungResult.fail(self, found[0] + more, metrics, details)
-        return RungResult.passed(self, metrics)
+        return RungResult.passed(self, metrics, ctx.library.note() or share_note, details)
+
+    def share(self, ctx: LadderContext) -> tuple[Share | None, str]:
+        """The library share of one call (None: not measured)."""
+        if not ctx.library.custom_kernel_required or not ctx.backend.compiles_kernels:
+            return None, ""
+        index = ctx.inputs.largest_shape_index()
+        shape = ctx.inputs.share_shape() if ctx.device == "cuda" else None
+        record = ctx.workers.call(
+            ctx.inputs.make(index, SHARE_TRIAL, shape=shape, record=False), kernels=True
+        )
+        if record.failed or not record.calls:
+            return None, ""
+        call = record.calls[-1]
+        if ctx.device == "cuda":
+            how = ctx.backend.own_kernel_names
+            share = measure_gpu(call, ctx.candidate.source, exact=how != "defined")
+            if share is None:
+                return None, "library share not measured: the profiler recorded no kernel"
+            if not how:  # own kernels not known well enough by name: report, do not judge
+                return None, (
+                    f"own kernels {100 * share.own:.0f}% of device time "
+                    f"(not judged for {ctx.backend.label})"
+                )
+            return share, ""
+        return measure_cpu(call), ""

@@ -1,11 +1,15 @@
 """OutputChecks: what the parent checks about each call's reply, and the findings it keeps.
 
-After every call: forbidden library ops the worker's recorder saw, launches of the
-declared backend (none is a finding for a backend that ``enforce_launches``), output
-changes after return, inputs modified (byte for byte against the pristine copy), and the
-worker's guard findings -- all kept, in order, by ``Findings`` (the ``integrity`` list of
-the verdict; any of them fails the anti-cheat rung). For one output against its
-reference: type, shape, exact dtype, device, dense layout, memory shared with an input.
+After every call: forbidden library ops the worker's recorder saw (the problem's
+``FORBIDDEN`` and the reference's own compute ops, ``harness/library.py``; also ops inside
+graphs ``torch.compile`` built), launches of the declared backend (none is a finding for a
+backend that ``enforce_launches``), output changes after return, an earlier call's output
+changed by a later one, inputs modified (byte for byte against the pristine copy; the
+data's output tensors, GPU MODE's, are the candidate's to fill), and the worker's guard
+findings -- all kept, in order, by ``Findings`` (the ``integrity`` list of the verdict; any
+of them fails the anti-cheat rung). For one output against its reference: type, shape,
+exact dtype (unless the problem's own ``check_implementation`` judges it), device, dense
+layout, memory shared with an input or with an earlier call's output or output tensor.
 For a failed call: the candidate's own frames with their source lines.
 """
 
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import channel
+from ..library import library_message
 from .inputs import flatten
 
 if TYPE_CHECKING:
@@ -26,10 +31,15 @@ if TYPE_CHECKING:
     from ..candidate import Candidate
     from ..policy import Policy
     from ..session import WorkerGone
+    from .inputs import Inputs
     from .workers import CallRecord
 
 BACKGROUND = (
     "output changed after custom_kernel returned (work left on a side stream / background thread)"
+)
+RECYCLED = (
+    "the output of an earlier call changed while later calls ran: outputs must own their "
+    "storage (a buffer reused across calls)"
 )
 
 
@@ -67,12 +77,19 @@ class OutputLeaf:
 
 class OutputChecks:
     def __init__(
-        self, candidate: Candidate, backend: Backend, policy: Policy, findings: Findings
+        self,
+        candidate: Candidate,
+        backend: Backend,
+        policy: Policy,
+        findings: Findings,
+        inputs: Inputs | None = None,
     ) -> None:
         self.candidate = candidate
         self.backend = backend
         self.policy = policy
         self.findings = findings
+        self.inputs = inputs
+        self.judged_dtype = False  # the problem's own check judges dtype (GPU MODE)
 
     # -- every call ----------------------------------------------------------------------
 
@@ -86,9 +103,20 @@ class OutputChecks:
         what = f"{self.candidate.entry} ({record.inputs.label})"
         for op in call.get("forbidden") or []:
             name = op[3:] if op.startswith("fn:") else op
-            origin = self.policy.explain(op)
-            message = f"called forbidden library op {name} at run time (FORBIDDEN: {origin})"
+            if op in self.policy.recorded:
+                message = library_message(op)
+            else:
+                origin = self.policy.explain(op)
+                message = f"called forbidden library op {name} at run time (FORBIDDEN: {origin})"
             self.findings.note([{"kind": "forbidden", "message": message}])
+        for op in call.get("compiled_forbidden") or []:
+            message = (
+                f"torch.compile built a graph that computes {op}, which the reference computes: "
+                "a custom kernel must do this work (compiled PyTorch is still the library)"
+            )
+            self.findings.note([{"kind": "forbidden", "message": message}])
+        if call.get("earlier_changed"):
+            self.findings.note([{"kind": "recycled", "message": RECYCLED}])
         if self.backend.enforce_launches and call.get("launches") == 0:
             message = (
                 f"declared backend {self.candidate.backend} but no {self.backend.label} kernel "
@@ -102,8 +130,11 @@ class OutputChecks:
         if record.inputs_after is None:
             return []
         after = [t for t in flatten(record.inputs_after) if isinstance(t, torch.Tensor)]
+        slots = set(self.inputs.slots) if self.inputs is not None else set()
         out = []
         for index, (before, now) in enumerate(zip(record.inputs.leaves, after, strict=False)):
+            if index in slots:
+                continue  # an output tensor of the data: the candidate's to fill
             if tuple(before.shape) != tuple(now.shape) or before.dtype != now.dtype:
                 out.append(
                     f"{self.candidate.entry} changed the shape or dtype of its input #{index}"
@@ -128,7 +159,8 @@ class OutputChecks:
     # -- one output ----------------------------------------------------------------------
 
     def structure_problems(self, output: Any, reference: Any) -> list[str]:
-        """Type, shape, dtype, device, layout and aliasing of an output against the reference."""
+        """Type, shape, dtype, device, layout and aliasing of an output against the reference
+        (the dtype only where the problem's own check does not judge it)."""
         got = flatten(output)
         want = flatten(reference)
         if len(got) != len(want):
@@ -156,7 +188,7 @@ class OutputChecks:
                 )
                 continue
             expected_dtype = channel.DTYPE_NAMES.get(ref.dtype, str(ref.dtype))
-            if meta.get("dtype") != expected_dtype:
+            if meta.get("dtype") != expected_dtype and not self.judged_dtype:
                 problems.append(f"{label} has dtype {meta.get('dtype')}, expected {expected_dtype}")
                 continue
             device = str(meta.get("device", ""))
@@ -169,6 +201,12 @@ class OutputChecks:
             for alias in meta.get("aliases") or []:
                 problems.append(
                     f"{label} shares memory with input #{alias} (it is a view of an input)"
+                )
+            earlier = meta.get("shares_earlier") or []
+            if earlier:
+                problems.append(
+                    f"{label} shares storage with the output of an earlier call (a recycled "
+                    "buffer: each call must return storage of its own)"
                 )
             if leaf.tensor is None:
                 problems.append(f"{label} could not be transferred")

@@ -2,7 +2,8 @@
 
 Import errors, backend compile errors (Triton ``CompilationError``, CUDA extension build
 failures, errors raised inside kernel code -- the pre-checks' ``jit_ranges`` -- under the
-Triton interpreter) fail here with the offending candidate line. A backend that needs a
+Triton interpreter) fail here with the offending candidate line. The first call gets the
+run timeout: the time it spends compiling is budgeted apart (``harness/jitclock.py``). A backend that needs a
 GPU fails here on a CPU, saying so. A first call that fails at run time passes this rung
 and is reported by ``run``. Result for the rungs after it: ``FirstCall``.
 """
@@ -51,9 +52,11 @@ class CompileRung:
             return RungResult.fail(
                 self, explain(f"{what}: {first_line(error)}"), metrics, {"error": error}
             )
-        # on a GPU the first launch JIT-compiles (and autotunes): it gets more time
+        # on a GPU the first launch JIT-compiles (and autotunes): the worker reports its
+        # compiles, which are timed apart from the run (harness/jitclock.py); a backend
+        # whose compiles are not all reported keeps a long first call
         first_timeout = ctx.options.timeout_s
-        if ctx.device != "cpu":
+        if ctx.device != "cpu" and not ctx.backend.compile_hooks_complete:
             first_timeout = max(first_timeout, ctx.options.first_call_timeout_s)
         first = ctx.workers.call(ctx.inputs.make(0, 0), timeout_s=first_timeout)
         scan = earlier.get(ScanResult)

@@ -1,7 +1,9 @@
 """LadderContext: what every rung is given -- the fixed facts of one check and its three parts.
 
 Facts: the problem, the candidate, its ``Backend``, the run options, the device, the
-forbidden-op policy. Parts, one job each:
+forbidden-op policy and the library rules (``harness/library.py``: what the candidate may
+call, how much of the work its own kernels must do; the pre-checks add the reference's
+recorded ops to both). Parts, one job each:
 
 - ``inputs`` (``inputs.py``): the inputs of every call and their references, the secret seed;
 - ``workers`` (``workers.py``): every request to the ladder's worker and the auxiliary ones;
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
+from ..library import LibraryRules
 from ..policy import Policy
 from .checks import Findings, OutputChecks
 from .common import DeviceCeilings
@@ -46,9 +49,11 @@ class LadderContext:
         self.device = device
         self.backend = get_backend(candidate.backend)
         self.policy = Policy.from_entries(problem.forbidden)
+        self.library = LibraryRules.of(problem, options, candidate)
         self.findings = Findings()
         self.inputs = Inputs(problem, options, device)
-        self.checks = OutputChecks(candidate, self.backend, self.policy, self.findings)
+        self.checks = OutputChecks(candidate, self.backend, self.policy, self.findings, self.inputs)
+        self.checks.judged_dtype = problem.check is not None
         self.workers = Workers(
             problem,
             candidate,
@@ -62,6 +67,14 @@ class LadderContext:
             oneshot,
         )
         self.ceilings = DeviceCeilings(self.workers)
+
+    def learn_reference(self) -> None:
+        """Run the reference once (``Inputs.study``): its compute ops join the forbidden
+        ops (unless allowed, or a plain PyTorch candidate was asked for), and the data's
+        output tensors become known."""
+        facts = self.inputs.study()
+        self.library = self.library.with_reference(facts.ops)
+        self.policy.add_recorded(self.library.forbidden_reference_ops(), self.library.allowed)
 
     def close(self) -> None:
         """End every worker this check opened."""

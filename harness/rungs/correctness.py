@@ -1,11 +1,18 @@
-"""The ``correctness`` rung: every shape x several trials against the reference.
+"""The ``correctness`` rung: every shape x several trials against the reference, then inputs never seen.
 
 Per shape, trial 1 sends new tensors; trials 2.. write new content into the same tensors
 in place (same ``data_ptr``, ``id``, shape and ``_version``), so a replay cache keyed on
 any of them returns a stale result. Every element is compared in the parent
-(``metrics.compare``); GPU MODE problems also get their own ``check_implementation``. A
-shape whose trials disagree fails as nondeterministic. The first trial of the first shape
-is the compile rung's ``FirstCall`` when it produced an output.
+(``metrics.compare``); GPU MODE problems also get their own ``check_implementation``
+(which decides there; both verdicts are named). A shape whose trials disagree fails as
+nondeterministic. The first trial of the first shape is the compile rung's ``FirstCall``
+when it produced an output.
+
+Then what the candidate was never shown (``rungs/inputs.py``): two shapes derived from the
+checked ones with the secret (on a GPU a third between the checked and the benchmark
+sizes), and one trial of rescaled, shifted inputs with the absolute
+tolerance scaled to match. A failure there says "an unseen shape" or "rescaled inputs",
+not which; the verdict lists the unseen shapes (``seeds``) once the check is over.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from ..metrics import Comparison, combine
 from ..verdict import RungResult
 from .checks import OutputLeaf
 from .common import call_failure, check_output
-from .inputs import flatten, shape_label
+from .inputs import TrialInputs, flatten, shape_label
 from .results import FirstCall
 
 if TYPE_CHECKING:
@@ -108,12 +115,70 @@ class CorrectnessRung:
             else:
                 reason = f"{worst[2]} ({worst[4]})"
             return RungResult.fail(self, explain(reason), _short(metrics), details)
+        unseen = ctx.inputs.unseen_shapes()
+        extra = 0
+        for index in range(len(unseen)):
+            failed_result = self.unseen_trial(ctx, ctx.inputs.make_unseen(index), comparisons)
+            if failed_result is not None:
+                return failed_result
+            extra += 1
+        stress = ctx.inputs.make_stress()
+        if stress is not None:
+            failed_result = self.unseen_trial(ctx, stress, comparisons)
+            if failed_result is not None:
+                return failed_result
+            extra += 1
         metrics = combine(comparisons)
         summary: dict[str, Any] = {
             k: metrics[k] for k in ("max_abs", "max_rel", "rmse", "psnr", "cossim") if k in metrics
         }
-        summary["checks"] = len(ctx.inputs.shapes) * trials
-        return RungResult.passed(self, summary)
+        summary["checks"] = len(ctx.inputs.shapes) * trials + extra
+        if extra:
+            summary["unseen"] = extra
+        note = ctx.problem.shape_note(ctx.device) if ctx.problem.shape_note else ""
+        if note and not ctx.options.shapes:
+            note = f"shapes {', '.join(shape_label(s) for s in ctx.inputs.shapes)}: {note}"
+        else:
+            note = ""
+        return RungResult.passed(self, summary, note)
+
+    def unseen_trial(
+        self, ctx: LadderContext, inputs: TrialInputs, comparisons: list[Comparison]
+    ) -> RungResult | None:
+        """One call on a shape or inputs the candidate never saw; a failed result or None."""
+        explain = ctx.findings.explain
+        what = (
+            "an unseen shape (a size the candidate was never shown)"
+            if inputs.kind == "unseen"
+            else "rescaled inputs (values outside the default distribution)"
+        )
+        record = ctx.workers.call(inputs)
+        failure = call_failure(ctx, record)
+        if failure is not None:
+            return RungResult.fail(
+                self, f"on {what}: {failure[0]}", combine(comparisons), failure[1]
+            )
+        reference = ctx.inputs.reference(record.inputs)
+        problems = ctx.checks.structure_problems(record.outputs[0], reference)
+        problems += ctx.checks.late_changes(record)
+        if problems:
+            reason = explain(f"wrong on {what}: {problems[0]}")
+            return RungResult.fail(self, reason, combine(comparisons), {"where": inputs.label})
+        scale = ctx.inputs.stress_ratio(inputs, reference) if inputs.kind == "stress" else 1.0
+        passed, bad, reason, found = check_output(
+            ctx, record, record.outputs[0], reference, atol_scale=scale
+        )
+        comparisons.extend(found)
+        if passed:
+            return None
+        details: dict[str, Any] = {"where": inputs.label}
+        if bad is not None:
+            details["worst"] = bad.worst
+            details["tolerance"] = bad.tolerance.as_dict()
+        metrics = bad.metrics() if bad is not None else combine(comparisons)
+        return RungResult.fail(
+            self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
+        )
 
 
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The ``pre-checks`` rung: parse, entry point, and a static policy scan of the candidate.
+"""The ``pre-checks`` rung: the reference's ops, parse, entry point, and a static policy scan.
+
+First the reference runs once on a throwaway input (``LadderContext.learn_reference``):
+the compute ops it runs are forbidden to the candidate at run time (``harness/library.py``)
+and a GPU MODE problem's output tensors are found.
 
 The scan is a filter, not the guarantee (the worker's runtime guards and the parent's
 checks are): it names what it sees early, with a rule id, a line and a severity.
@@ -58,6 +62,7 @@ class PreCheckRung:
     gating = True
 
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
+        ctx.learn_reference()
         result = scan(
             ctx.candidate.source,
             ctx.policy,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import clockscale
 from ..ceilings import Ceilings, floor_bytes, physics_floor, precision_of, roofline
 from ..verdict import RungResult
 from .results import Roofline, ShapeTiming, Timings
@@ -87,10 +88,16 @@ def analyse(ctx: LadderContext, timing: ShapeTiming, ceilings: Ceilings) -> dict
     floor_s, why = physics_floor(flops, min_bytes, ceilings, precision)
     metrics = roof.as_metrics()
     metrics["floor_ms"] = floor_s * 1e3
+    clocks = clockscale.at_observed_clock(
+        metrics,
+        clockscale.observed_clock(timing.record),
+        clockscale.ceiling_clock(ceilings.details),
+    )
+    metrics.update(clocks)
     entry: dict[str, Any] = {
         "label": timing.label,
         "metrics": metrics,
-        "sentence": roof.sentence(),
+        "sentence": roof.sentence() + clockscale.words(clocks, roof.bound),
         "bytes_source": source,
         "floor": {"seconds": floor_s, "because": why, "min_bytes": min_bytes},
     }

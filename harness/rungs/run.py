@@ -1,10 +1,13 @@
 """The ``run`` rung: the first call returned a plain dense ``torch.Tensor`` of the right kind.
 
 Checks, against the reference computed after the call: ``type(out) is torch.Tensor``
-(a subclass or lazy tensor fails, named), shape, exact dtype, device, dense
-non-overlapping layout, no memory shared with an input, and no NaN/Inf where the
-reference is finite. Crashes, hangs, early exits and exceptions of the first call (the
-compile rung's ``FirstCall``) land here with their reason.
+(a subclass or lazy tensor fails, named), shape, exact dtype (where a GPU MODE problem's
+own ``check_implementation`` judges dtype, it decides), device, dense non-overlapping
+layout, no memory shared with an input or an earlier call's output, and no NaN/Inf where
+the reference is finite. When the content is wrong too, the reason leads with the content
+(a nop that returns the data's output tensor unwritten is wrong, whatever else it is);
+the problem's own check is named beside ours. Crashes, hangs, early exits and exceptions
+of the first call (the compile rung's ``FirstCall``) land here with their reason.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from ..metrics import compare
 from ..verdict import RungResult
 from .checks import OutputLeaf
-from .common import call_failure
+from .common import call_failure, check_output, problem_check
 from .inputs import flatten
 from .results import FirstCall
+
+_ALIASING = ("shares memory with input", "shares storage with the output of an earlier call")
 
 if TYPE_CHECKING:
     from .context import LadderContext
@@ -44,8 +49,18 @@ class RunRung:
             metrics["launches"] = int(record.calls[0]["launches"])
         explain = ctx.findings.explain
         if problems:
-            where = {"problems": problems, "where": record.inputs.label}
-            return RungResult.fail(self, explain(problems[0]), metrics, where)
+            where: dict[str, Any] = {"problems": problems, "where": record.inputs.label}
+            lead = problems[0]
+            if all(any(a in p for a in _ALIASING) for p in problems):
+                good, bad, content, _ = check_output(ctx, record, record.outputs[0], reference)
+                if not good:  # the content is the real failure; the aliasing comes second
+                    lead = f"{content}; also, {problems[0]}"
+                    if bad is not None:
+                        where["worst"] = bad.worst
+            elif ctx.problem.check is not None:
+                ok, message = problem_check(ctx, record, record.outputs[0])
+                lead += f" (the problem's check_implementation: {'passed' if ok else message})"
+            return RungResult.fail(self, explain(lead), metrics, where)
         for leaf, ref in zip(flatten(record.outputs[0]), flatten(reference), strict=True):
             if isinstance(leaf, OutputLeaf) and leaf.tensor is not None:
                 result = compare(leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype))

@@ -22,6 +22,7 @@ import torch
 
 from .. import channel
 from ..backends import snapshot_imports
+from ..compiled import mentions_torch_compile
 from ..session import WorkerGone, WorkerSession
 from .checks import Findings, OutputChecks, OutputLeaf
 
@@ -134,6 +135,7 @@ class Workers:
             "forbidden": self.policy.runtime(),
             "settle_s": self.options.settle_s,
             "snapshot_imports": snapshot_imports(self.candidate.source, self.candidate.backend),
+            "torch_compile": mentions_torch_compile(self.candidate.source),
         }
         if subject != "candidate":
             header["subject"] = subject
@@ -174,8 +176,10 @@ class Workers:
         burst: bool = False,
         timeout_s: float | None = None,
         session: WorkerSession | None = None,
+        kernels: bool = False,
     ) -> CallRecord:
-        """Call the entry point ``repeat`` times on ``inputs``; the checks see the reply."""
+        """Call the entry point ``repeat`` times on ``inputs``; the checks see the reply.
+        ``kernels``: record the kernels the calls ran (a GPU's profiler, ``library_share``)."""
         record = CallRecord(inputs)
         tensors: list[torch.Tensor] = []
         tree = channel.pack_tree(
@@ -196,6 +200,8 @@ class Workers:
             "init": init,
             "poison": poison,
             "burst": burst,
+            "slots": list(self.inputs.slots),
+            "kernels": kernels,
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)

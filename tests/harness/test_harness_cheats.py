@@ -9,6 +9,10 @@ GPU-only cheats (side streams, illegal memory access, recycled CUDA memory) are 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,11 +38,13 @@ def cheat_verdicts(verdict_pool: VerdictPool) -> Iterator[VerdictPool]:
     with pytest.MonkeyPatch.context() as mp:
         # a secret in the parent's environment must not reach any worker (c15_env_scrubbed)
         mp.setenv("FAKE_SECRET_API_KEY", "must-not-reach-the-worker")
+        _remove_plants()
         for cheat in CHEATS:
             expect = read_expectation(cheat)
             verdict_pool.submit(cheat.name, lambda e=expect: _run(e))
         yield verdict_pool
         verdict_pool.wait()
+        _remove_plants()
 
 
 def test_every_cpu_item_of_the_issue_has_a_planted_cheat() -> None:
@@ -47,6 +53,11 @@ def test_every_cpu_item_of_the_issue_has_a_planted_cheat() -> None:
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
 def test_cheat_is_rejected_with_a_named_reason(cheat: Path, cheat_verdicts: VerdictPool) -> None:
+    if cheat == LEAVE_STATE:
+        from harness import sandbox
+
+        if not sandbox.isolation().private_tmp:
+            pytest.skip("no private temp folders in this sandbox mode: /tmp is shared")
     expect = read_expectation(cheat)
     verdict = cheat_verdicts.get(cheat.name, lambda: _run(expect))
     failed = verdict.failed_rung
@@ -72,3 +83,60 @@ def test_crash_feedback_names_the_candidate_line(cheat_verdicts: VerdictPool) ->
     feedback = verdict.feedback()
     assert "crashed with SIGSEGV" in feedback
     assert "faulthandler._sigsegv()" in feedback, feedback
+
+
+LEAVE_STATE = Path(__file__).resolve().parent / "cheats" / "c15_leave_state_behind.py"
+PLANTS = (
+    "/dev/shm/ctxkernel-cheat-plant.bin",
+    "/tmp/ctxkernel-cheat-plant.bin",
+    "/var/tmp/ctxkernel-cheat-plant.bin",
+)  # the cheat's
+
+
+def _remove_plants() -> None:
+    for path in PLANTS:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@pytest.fixture
+def private_tmp() -> Iterator[None]:
+    from harness import sandbox
+
+    if not sandbox.isolation().private_tmp:
+        pytest.skip("no private temp folders in this sandbox mode: /tmp is shared")
+    _remove_plants()
+    yield
+    _remove_plants()
+
+
+def test_the_state_planting_cheat_finds_a_predecessors_plant(tmp_path: Path) -> None:
+    """The cheat can fail: a foreign token in a shared temp file is found."""
+    _remove_plants()
+    code = (
+        "import torch, runpy\n"
+        f"torch.from_file({PLANTS[0]!r}, shared=True, size=1, dtype=torch.float32)[0] = 7.0\n"
+        f"print(runpy.run_path({str(LEAVE_STATE)!r})['FOUND'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CTXKERNEL_PLANTED"}
+    env["TRITON_INTERPRET"] = "1"
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        _remove_plants()
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert PLANTS[0] in out.stdout
+
+
+def test_state_one_candidate_leaves_does_not_reach_the_next(private_tmp: None) -> None:
+    """Two checks in a row in one long-lived parent (the second worker forked from the
+    same warm template): the first one's plants (temp files, sys.modules, builtins,
+    os.environ) are not seen by the second, and none is left on the machine."""
+    expect = read_expectation(LEAVE_STATE)
+    verdicts = [_run(expect), _run(expect)]
+    for verdict in verdicts:
+        assert verdict.failed_rung is None, verdict.feedback()
+    assert verdicts[1].environment["workers"]["forked"] >= 1, verdicts[1].environment
+    assert not [p for p in PLANTS if os.path.exists(p)]

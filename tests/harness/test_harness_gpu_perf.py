@@ -68,3 +68,21 @@ def test_work_on_a_side_stream_is_timed_not_zero() -> None:
         rung.metrics["median_ms"]
         > 0.8 * next(r for r in honest.rungs if r.name == "benchmark").metrics["median_ms"]
     )
+
+
+def test_the_witness_times_the_vector_add_beside_the_events_and_the_reference_is_cached() -> None:
+    """Issue 14: kernel records beside the events median (within 3% on a plain memory-bound
+    kernel), a sub-millisecond kernel timed within its scaled budget, and the second check's
+    reference timing taken from the cache."""
+    options = _bench_options(shapes=[{"n": 4097}])
+    first = check(EXAMPLES / "vector_add", EXAMPLES / "vector_add" / "solution_triton.py", options)
+    assert first.ok, first.feedback()
+    shape = next(r for r in first.rungs if r.name == "benchmark").details["shapes"][0]
+    seen = shape["rounds"][0]["candidate"]["witness"]
+    assert seen.get("median_ms"), seen
+    assert seen["rel_diff"] < 0.03, seen
+    assert shape["rounds"][0]["candidate"]["budget_s"] <= 1.0
+    again = check(EXAMPLES / "vector_add", EXAMPLES / "vector_add" / "solution_triton.py", options)
+    shape = next(r for r in again.rungs if r.name == "benchmark").details["shapes"][0]
+    assert shape["rounds"][0]["reference"].get("cached"), shape["rounds"][0]
+    assert "its timing cached" in shape["timing_note"]

@@ -758,3 +758,21 @@ def test_ncu_log_recorded_on_an_h200_parses() -> None:
     assert 90 < summary["dram_pct"] < 91 and summary["l2_hit_pct"] == pytest.approx(34.42)
     assert summary["achieved_occupancy_pct"] == pytest.approx(84.73)
     assert summary["top_stalls"][0]["reason"] == "long_scoreboard"
+
+
+def test_a_short_call_spends_a_scaled_budget_not_the_whole_one(fake_gpu: FakeGPU) -> None:
+    """A kernel that never converges (rel_ci 0) stops at a budget scaled to its calls'
+    wall time (about 0.6 ms simulated each: 250 calls' worth is under the 0.25 s floor)."""
+    bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+
+    calls = [0]
+
+    def kernel(inputs: Any) -> torch.Tensor:
+        calls[0] += 1
+        fake_gpu.now += 0.3 + 0.4 * (calls[0] % 2)  # 0.3 or 0.7 ms: the CI never closes
+        return inputs
+
+    report, _ = bench.run(kernel, lambda i: torch.ones(4), _config(rel_ci=1e-9, budget_s=3.0))
+    assert report["stop"] == "budget"
+    assert report["rule"]["budget_s"] == pytest.approx(0.25)
+    assert report["timed_s"] < 0.3

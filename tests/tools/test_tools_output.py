@@ -349,3 +349,18 @@ def test_tool_use_round_trip_through_the_anthropic_sdk(toolset: ToolSet) -> None
     sent_tools, second = _ScriptedAnthropic.requests[0]["tools"], _ScriptedAnthropic.requests[1]
     assert sent_tools == json.loads(json.dumps(tool_defs))
     assert second["messages"][2]["content"][0] == result
+
+
+def test_toolset_without_a_workspace_opens_the_default_index(
+    demo_defined: str, demo_index: DemoIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13: ``ToolSet()``, the documented default, imported a module that does not
+    exist on its first call. Made as a user makes it: no workspace, the index found from
+    the environment."""
+    monkeypatch.setenv("CTXKERNEL_INDEX_DIR", str(demo_index.index_dir))
+    toolset = ToolSet()
+    result = toolset.call("search", {"query": "stage copy a tile of the buffer", "k": 2})
+    assert not result.is_error, result.text
+    ids = [block[0] for block in _blocks(result.text)]
+    assert len(ids) == 2 and ids[0].startswith("demo:src/examples/pipeline.py:")
+    assert toolset.workspace.settings.index_dir == demo_index.index_dir

@@ -1,7 +1,7 @@
 # cheat 11: honest when called now and then, replays an old answer when called back to back
 # problem: vector_add
 # options: policy_scan=false trials=2
-# expect: anti-cheat: back-to-back calls
+# expect: anti-cheat|correctness: back-to-back calls | stale result
 import time
 
 import torch

@@ -1,7 +1,7 @@
 # cheat 11: honest for the first calls, then returns the answer of an earlier call
 # problem: vector_add
 # options: policy_scan=false trials=2
-# expect: anti-cheat: call 2 of 3 back-to-back calls
+# expect: correctness|anti-cheat: call 2 of 3 back-to-back calls | on an unseen shape
 import torch
 import triton
 import triton.language as tl

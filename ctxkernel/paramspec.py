@@ -1,0 +1,274 @@
+"""Parameter sets declared once: a dataclass field's metadata says how a command line and
+an agent tool set it, and both the click parameters and the tool's JSON schema are
+generated from it.
+
+    @dataclass(frozen=True, kw_only=True)
+    class SearchQuery:
+        query: str = field(metadata=param(help="What to look for.", argument=True, max_length=2000))
+        k: int = field(default=10, metadata=param("-k", help="How many hits.", low=1, high=50))
+
+``param(...)`` records the help (``tool_help`` when a model needs other words than a
+person), the flags (or ``argument=True`` for a positional one), a choice list, a numeric
+range (``above`` for an exclusive lower bound), string length limits and a regular
+expression (``pattern``), ``many`` (the command line repeats it; a tool takes a string or
+a list of strings), and whether the command line (``cli``) and the tool (``tool``) offer it at all. A field without a default
+is required on both.
+
+``click_params(cls)`` decorates a click command with one parameter per field the command
+line offers, its default the field's default; ``from_cli(cls, values)`` builds the
+dataclass from a click callback's keyword arguments. ``tool_schema(cls)`` is the JSON
+schema of a tool's input (defaults included, ``additionalProperties: false``) and
+``from_tool(cls, args)`` builds the dataclass from validated tool arguments. So the
+library, the command line and the tool cannot disagree on a default or a limit. Click is
+imported only when parameters are built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+KEY = "param"
+
+
+@dataclass(frozen=True)
+class Param:
+    help: str
+    flags: tuple[str, ...] = ()
+    argument: bool = False  # a positional command-line argument
+    cli: bool = True  # offered on the command line
+    tool: bool = True  # offered to the model
+    tool_help: str | None = None  # the tool's description when it differs from ``help``
+    choices: tuple[str, ...] | None = None
+    low: float | None = None  # inclusive bounds of a number
+    high: float | None = None
+    above: float | None = None  # exclusive lower bound of a number
+    min_length: int | None = None  # of a string (of each one, for ``many``)
+    max_length: int | None = None
+    pattern: str | None = None  # a regex a string must match (JSON Schema's: re.search)
+    many: bool = False  # repeatable flag / a string or a list of strings
+    metavar: str | None = None
+    dest: str | None = None  # the click parameter's name (default: the field's)
+
+
+def param(*flags: str, help: str, **kwargs: Any) -> dict[str, Param]:
+    """Field metadata: how the field is set from a command line and from a tool call."""
+    return {KEY: Param(help, tuple(flags), **kwargs)}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared field: its dataclass field, its Param and its type without ``None``."""
+
+    field: dataclasses.Field[Any]
+    spec: Param
+    kind: Any
+
+    @property
+    def name(self) -> str:
+        return self.field.name
+
+    @property
+    def dest(self) -> str:
+        return self.spec.dest or self.field.name
+
+    @property
+    def required(self) -> bool:
+        return (
+            self.field.default is dataclasses.MISSING
+            and self.field.default_factory is dataclasses.MISSING
+        )
+
+    @property
+    def default(self) -> Any:
+        if self.field.default is not dataclasses.MISSING:
+            return self.field.default
+        if self.field.default_factory is not dataclasses.MISSING:
+            return self.field.default_factory()
+        return None
+
+
+def declared(cls: type) -> list[Declared]:
+    """Every field of ``cls`` that declares a Param, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for item in dataclasses.fields(cls):
+        spec = item.metadata.get(KEY)
+        if isinstance(spec, Param):
+            out.append(Declared(item, spec, _base(hints[item.name])))
+    return out
+
+
+def _base(kind: Any) -> Any:
+    """``int | None`` -> ``int``; ``tuple[str, ...]`` -> ``tuple``."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if len(args) == 1:
+            return _base(args[0])
+    return typing.get_origin(kind) or kind
+
+
+# --- the tool's JSON schema -------------------------------------------------------------
+
+
+def _string_schema(spec: Param) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "string"}
+    if spec.choices is not None:
+        out["enum"] = list(spec.choices)
+    if spec.min_length is not None:
+        out["minLength"] = spec.min_length
+    if spec.max_length is not None:
+        out["maxLength"] = spec.max_length
+    if spec.pattern is not None:
+        out["pattern"] = spec.pattern
+    return out
+
+
+def property_schema(item: Declared) -> dict[str, Any]:
+    """The JSON schema of one field as a tool input property."""
+    spec, kind = item.spec, item.kind
+    out: dict[str, Any]
+    if spec.many:
+        one = _string_schema(spec)
+        out = {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]}
+    elif kind is bool:
+        out = {"type": "boolean"}
+    elif kind in (int, float):
+        out = {"type": "integer" if kind is int else "number"}
+        bounds = (("minimum", spec.low), ("exclusiveMinimum", spec.above), ("maximum", spec.high))
+        out.update({key: kind(value) for key, value in bounds if value is not None})
+    elif kind is str:
+        out = _string_schema(spec)
+    else:
+        raise TypeError(f"{item.name}: no tool schema for a field of type {kind!r}")
+    default = item.default
+    if not item.required and default is not None and default != ():
+        out["default"] = default
+    out["description"] = spec.tool_help or spec.help
+    return out
+
+
+def tool_schema(cls: type) -> dict[str, Any]:
+    """The JSON schema of a tool's input: the fields the tool offers, in declaration order."""
+    fields = [item for item in declared(cls) if item.spec.tool]
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {item.name: property_schema(item) for item in fields},
+    }
+    required = [item.name for item in fields if item.required]
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def from_tool(cls: type[T], args: Mapping[str, Any]) -> T:
+    """``cls`` from a tool's validated arguments (a single string for a ``many`` field
+    becomes a one-element tuple; what is absent keeps its default)."""
+    values: dict[str, Any] = {}
+    for item in declared(cls):
+        if not item.spec.tool or args.get(item.name) is None:
+            continue
+        value = args[item.name]
+        if item.spec.many:
+            value = (value,) if isinstance(value, str) else tuple(value)
+        values[item.name] = value
+    return cls(**values)
+
+
+# --- the click parameters ---------------------------------------------------------------
+
+
+def _text_type(spec: Param) -> Any:
+    import click
+
+    class Text(click.ParamType):
+        name = "text"
+
+        def convert(self, value: Any, p: click.Parameter | None, ctx: click.Context | None) -> Any:
+            text = str(value)
+            if spec.min_length is not None and len(text) < spec.min_length:
+                least = "empty" if spec.min_length == 1 else f"under {spec.min_length} characters"
+                self.fail(f"{text!r} is {least}", p, ctx)
+            if spec.max_length is not None and len(text) > spec.max_length:
+                self.fail(f"longer than {spec.max_length} characters ({len(text)})", p, ctx)
+            if spec.pattern is not None and not re.search(spec.pattern, text):
+                self.fail(f"{text!r} does not match {spec.pattern}", p, ctx)
+            return text
+
+    return Text()
+
+
+def _click_type(item: Declared) -> Any:
+    import click
+
+    spec, kind = item.spec, item.kind
+    if spec.choices is not None:
+        return click.Choice(list(spec.choices))
+    if kind in (int, float):
+        low = spec.above if spec.above is not None else spec.low
+        if low is None and spec.high is None:
+            return kind
+        ranged = click.IntRange if kind is int else click.FloatRange
+        return ranged(low, spec.high, min_open=spec.above is not None)  # type: ignore[arg-type]
+    if spec.min_length is not None or spec.max_length is not None or spec.pattern is not None:
+        return _text_type(spec)
+    return str
+
+
+def click_params(cls: type) -> Callable[[F], F]:
+    """A decorator adding one click argument or option for each field of ``cls`` the
+    command line offers, in declaration order."""
+    import click
+
+    def decorate(fn: F) -> F:
+        for item in reversed(declared(cls)):
+            spec = item.spec
+            if not spec.cli:
+                continue
+            if spec.argument:
+                fn = click.argument(item.dest, type=_click_type(item))(fn)
+                continue
+            if item.kind is bool and not spec.many:
+                fn = click.option(
+                    *spec.flags, item.dest, is_flag=True, default=item.default, help=spec.help
+                )(fn)
+                continue
+            default = None if item.required else item.default
+            fn = click.option(
+                *spec.flags,
+                item.dest,
+                type=_click_type(item),
+                default=default,
+                required=item.required,
+                multiple=spec.many,
+                show_default=default not in (None, ()),
+                metavar=spec.metavar,
+                help=spec.help,
+            )(fn)
+        return fn
+
+    return decorate
+
+
+def from_cli(cls: type[T], values: Mapping[str, Any]) -> T:
+    """``cls`` from a click callback's keyword arguments (fields the command line does
+    not offer keep their defaults)."""
+    out: dict[str, Any] = {}
+    for item in declared(cls):
+        if item.spec.cli and item.dest in values:
+            value = values[item.dest]
+            out[item.name] = tuple(value) if item.spec.many else value
+    return cls(**out)
+
+
+def cli_names(cls: type) -> set[str]:
+    """The click parameter names ``click_params(cls)`` adds."""
+    return {item.dest for item in declared(cls) if item.spec.cli}

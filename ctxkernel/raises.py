@@ -1,0 +1,200 @@
+"""Raise sites: which chunk raises the error message a user pasted.
+
+A site is a statement of a chunk that holds string literals: ``raise ValueError(f"Got
+{a} and {b}")``, ``assert x, "..."``, ``static_assert(c, "...")``, ``throw
+std::runtime_error("...")``, or a message built before it is raised. Its literals become
+a pattern in which format fields (``{lhs.dtype}``, ``%s``, ``{}``) and the code between
+concatenated pieces are wildcards, so ``Got fp16 and fp32`` matches ``f"Got {lhs.dtype}
+and {rhs.dtype}"``. ``match`` scores a chunk by its best site: the share of the message
+its literal text accounts for, higher when the statement raises, asserts or throws than
+when it merely holds the words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_STRING = re.compile(
+    r"""(?P<prefix>\b[rRbBfFuU]{1,2})?(?P<q>\"\"\"|'''|"|')(?P<body>(?:\\.|(?!(?P=q)).)*?)(?P=q)""",
+    re.S,
+)
+_FIELD = re.compile(r"\{[^{}]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifgexXuc]")
+_RAISING = re.compile(
+    r"\b(?:raise|assert|static_assert|throw|CUTE_STATIC_ASSERT(?:_V)?|CUTE_INVALID_CONTROL_PATH"
+    r"|CUTLASS_ASSERT|TORCH_CHECK|report_fatal_error|emitError|emitOpError|error|fail)\b"
+)
+_WORD = re.compile(r"[A-Za-z0-9]+")
+WILD = "\x00"
+MAX_SITE_LINES = 12
+RAISING_WEIGHT = 1.0
+HOLDING_WEIGHT = 0.8  # a literal outside a raise (a message built first, a log line)
+KEYS = 6  # message words whose lines are read for sites
+# a site's words the message lacks count against it only partly: a user may paste the
+# first sentence of a longer message
+PRECISION_FLOOR = 0.4
+MIN_SHARE = 0.35  # of the message's words a site's literals must account for
+
+
+@dataclass(frozen=True)
+class Site:
+    line: int  # offset in the chunk, 0-based
+    pattern: tuple[str, ...]  # literal words and WILD markers, in order
+    raising: bool
+
+
+def sites(text: str, words: list[str] | None = None) -> list[Site]:
+    """The literal-holding statements of ``text``, each with its word pattern; with
+    ``words``, only the statements around lines that hold one of them (and at least two
+    of them in all), which is most of the speed of a search for a pasted error."""
+    lines = text.splitlines()
+    if words is None:
+        starts: list[int] | None = None
+    else:
+        # the longest words without digits: a runtime value (a shape, a dtype) is
+        # neither in the source nor a good key
+        plain = [w for w in words if not any(c.isdigit() for c in w)] or list(words)
+        keys = sorted(plain, key=len, reverse=True)[:KEYS]
+        held = [
+            i
+            for i, line in enumerate(lines)
+            if ('"' in line or "'" in line) and any(k in line.lower() for k in keys)
+        ]
+        # back up to the line that opens the statement: ``raise ValueError(`` above
+        starts = []
+        for i in held:
+            j = i
+            while j > 0 and i - j < 3 and lines[j - 1].rstrip().endswith(("(", ",", "+", "\\")):
+                j -= 1
+            starts.append(j)
+    out: list[Site] = []
+    i = 0
+    todo = iter(sorted(set(starts))) if starts is not None else None
+    while True:
+        if todo is not None:
+            nxt = next(todo, None)
+            if nxt is None:
+                break
+            if nxt < i:
+                continue  # inside the statement read last
+            i = nxt
+        elif i >= len(lines):
+            break
+        line = lines[i]
+        if todo is None and '"' not in line and "'" not in line:
+            # ``raise ValueError(`` with its message on the lines below
+            tail = line.rstrip()
+            if not tail.endswith(("(", ",")) or _RAISING.search(line) is None:
+                i += 1
+                continue
+        # a statement runs on while its brackets are open (a raise over several lines)
+        j, depth = i, 0
+        stmt: list[str] = []
+        while j < len(lines) and j - i < MAX_SITE_LINES:
+            stmt.append(lines[j])
+            depth += _depth(lines[j])
+            j += 1
+            if depth <= 0 and not lines[j - 1].rstrip().endswith("\\"):
+                break
+        statement = "\n".join(stmt)
+        if words is not None:
+            low = statement.lower()
+            if sum(1 for w in words if w in low) < 2:
+                i = j
+                continue
+        pattern = _pattern(statement)
+        if any(p != WILD for p in pattern):
+            out.append(Site(i, pattern, _RAISING.search(statement) is not None))
+        i = j
+    return out
+
+
+def _depth(line: str) -> int:
+    if "(" not in line and ")" not in line and "[" not in line and "]" not in line:
+        return 0
+    code = line
+    if '"' in line or "'" in line:
+        code = _STRING.sub('""', line)
+    code = code.split("#", 1)[0].split("//", 1)[0]
+    return code.count("(") + code.count("[") - code.count(")") - code.count("]")
+
+
+def _pattern(statement: str) -> tuple[str, ...]:
+    """Words of the statement's string literals; WILD for a format field and for code
+    between two literals (``"a " + str(x) + " b"``), nothing between adjacent ones."""
+    out: list[str] = []
+    last_end = -1
+    for m in _STRING.finditer(statement):
+        if last_end >= 0 and statement[last_end : m.start()].strip():
+            out.append(WILD)
+        body = m.group("body")
+        formatted = bool(m.group("prefix") and "f" in m.group("prefix").lower())
+        if formatted or "{" in body or "%" in body:
+            body = _FIELD.sub(f" {WILD} ", body)
+        for part in body.split(WILD):
+            out.extend(w.lower() for w in _WORD.findall(part))
+            out.append(WILD)
+        out.pop()
+        last_end = m.end()
+    return tuple(out)
+
+
+def message_words(message: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(message)]
+
+
+def site_share(pattern: tuple[str, ...], words: list[str]) -> float:
+    """How much of the message ``words`` the site's literal words account for, in order:
+    the longest in-order match of the literal words (WILD absorbs any run of message
+    words), as a share of the message, discounted by the literal words left unmatched."""
+    literal = [p for p in pattern if p != WILD]
+    if not literal or not words:
+        return 0.0
+    # longest common subsequence of literal words and message words
+    n, m = len(literal), len(words)
+    prev = [0] * (m + 1)
+    for a in literal:
+        cur = [0] * (m + 1)
+        for j, b in enumerate(words, 1):
+            cur[j] = prev[j - 1] + 1 if a == b else max(prev[j], cur[j - 1])
+        prev = cur
+    common = prev[m]
+    recall = common / m
+    precision = common / n
+    wild = WILD in pattern
+    # values the site leaves to wildcards account for message words it does not spell
+    if wild and precision == 1.0:
+        recall = max(recall, min(1.0, common / max(1, m - _value_words(words))))
+    return recall * (PRECISION_FLOOR + (1 - PRECISION_FLOOR) * precision)
+
+
+def _value_words(words: list[str]) -> int:
+    return sum(1 for w in words if w.isdigit() or (any(c.isdigit() for c in w) and len(w) <= 6))
+
+
+def match(text: str, message: str) -> tuple[float, int]:
+    """(score, line offset) of the chunk ``text``'s best site for ``message``; score 0
+    when no site accounts for enough of it."""
+    words = message_words(message)
+    if len(words) < 2:
+        return 0.0, -1
+    vocabulary = set(words)
+    # most pooled chunks share a few words with the message, not most of its text
+    content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
+    low = text.lower()
+    plain = [w for w in content if not any(c.isdigit() for c in w)] or content
+    if sum(1 for w in plain if w in low) < max(2, 0.5 * len(plain)):
+        return 0.0, -1
+    best, where = 0.0, -1
+    for site in sites(text, content):
+        literal = {p for p in site.pattern if p != WILD}
+        common = len(literal & vocabulary)
+        if common < 2 or common < 0.5 * MIN_SHARE * len(vocabulary):
+            continue  # cheap before the in-order match
+        share = site_share(site.pattern, words)
+        if share < MIN_SHARE:
+            continue
+        score = share * (RAISING_WEIGHT if site.raising else HOLDING_WEIGHT)
+        if score > best:
+            best, where = score, site.line
+    return best, where

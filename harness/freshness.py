@@ -1,0 +1,170 @@
+"""Output freshness, in the worker: every call's output owns storage no earlier call handed out.
+
+A timing loop that reads only the last output cannot tell a kernel that writes each result
+into new storage from one that returns a view into one buffer it overwrites on every call
+(earlier results silently change), or that hands back an earlier call's output again. So
+the worker keeps what it handed out (``OutputHistory``, bounded in count and bytes):
+
+- each output tensor's storage range, checked against every kept one: sharing storage with
+  an earlier call's output, or with an earlier call's output tensor of the data, at any
+  offset, through a view or ``as_strided``, is ``shares_earlier``;
+- a snapshot of each output, compared again after every later call: an earlier output
+  whose content changed is ``earlier_changed``.
+
+GPU MODE data carries the output tensor (``generate_input`` returns the inputs and an
+empty output the reference fills): ``fresh_slots`` gives the candidate a new, poisoned
+one for every call (NaN for floats, all ones for integers), so a result must be written
+each time and one call's output can never be the next one's. Storage PyTorch's CUDA graphs
+recycle (``torch.compile(mode="reduce-overhead")`` replays into the same memory and marks
+the older outputs as overwritten) is PyTorch's, not the candidate's: such an output is
+dropped from the history, not reported. Imports nothing of the ladder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_Tensor = torch.Tensor
+_type = type
+MAX_KEPT = 32
+MAX_KEPT_BYTES = 256 << 20
+
+
+def storage_range(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return (storage.data_ptr(), storage.data_ptr() + storage.nbytes())
+
+
+def poison(t: torch.Tensor) -> torch.Tensor:
+    """Fill ``t`` with what no computation writes by chance."""
+    with torch.no_grad():
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype == torch.bool:
+            t.fill_(True)
+        else:
+            t.fill_(-1 if t.dtype.is_signed else 255)
+    return t
+
+
+def fresh_slots(
+    value: Any, slots: set[int], counter: list[int] | None = None
+) -> tuple[Any, list[torch.Tensor]]:
+    """``value`` with its tensor leaves number ``slots`` (in tree order) replaced by new
+    poisoned tensors of the same shape, strides, dtype and device; and those tensors."""
+    counter = counter if counter is not None else [0]
+    made: list[torch.Tensor] = []
+
+    def walk(v: Any) -> Any:
+        if _type(v) is _Tensor:
+            index = counter[0]
+            counter[0] += 1
+            if index not in slots:
+                return v
+            t = poison(
+                torch.empty_strided(
+                    tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device=v.device
+                )
+            )
+            made.append(t)
+            return t
+        if isinstance(v, tuple):
+            return tuple(walk(x) for x in v)
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+
+    return walk(value), made
+
+
+def _recycled_by_torch(t: torch.Tensor) -> bool:
+    """Whether PyTorch's CUDA graphs marked this output overwritten by a later replay."""
+    try:
+        t.untyped_storage().data_ptr()
+        return False
+    except RuntimeError as exc:
+        text = str(exc)
+        return "CUDAGraph" in text or "overwritten" in text
+
+
+@dataclass
+class _Kept:
+    call: int
+    lo: int
+    hi: int
+    tensor: torch.Tensor
+    snapshot: torch.Tensor | None  # None: a data output tensor (nothing to compare)
+
+
+class OutputHistory:
+    """What this worker handed out, newest last."""
+
+    def __init__(self) -> None:
+        self.kept: list[_Kept] = []
+        self.calls = 0
+
+    def next_call(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def shares_earlier(self, t: torch.Tensor, call: int) -> list[int]:
+        """Earlier calls whose outputs (or data output tensors) share storage with ``t``."""
+        if t.numel() == 0:
+            return []
+        lo, hi = storage_range(t)
+        found = []
+        for kept in self.kept:
+            if kept.call == call or not (lo < kept.hi and kept.lo < hi):
+                continue
+            if kept.tensor.device != t.device or _recycled_by_torch(kept.tensor):
+                continue
+            found.append(kept.call)
+        return sorted(set(found))
+
+    def add(self, call: int, t: torch.Tensor, snapshot: torch.Tensor | None) -> None:
+        if t.numel() == 0:
+            return
+        lo, hi = storage_range(t)
+        self.kept.append(_Kept(call, lo, hi, t, snapshot))
+        total = 0
+        keep: list[_Kept] = []
+        for kept in reversed(self.kept):
+            size = kept.hi - kept.lo + (kept.snapshot.nbytes if kept.snapshot is not None else 0)
+            if len(keep) >= MAX_KEPT or (keep and total + size > MAX_KEPT_BYTES):
+                break
+            total += size
+            keep.append(kept)
+        self.kept = list(reversed(keep))
+
+    def changed(self, before_call: int) -> list[int]:
+        """Calls before ``before_call`` whose output no longer holds what it returned."""
+        out = []
+        still: list[_Kept] = []
+        for kept in self.kept:
+            if kept.snapshot is None or kept.call >= before_call:
+                still.append(kept)
+                continue
+            if _recycled_by_torch(kept.tensor):
+                continue  # PyTorch's CUDA graphs reuse it: not the candidate's doing
+            if not same_bytes(kept.snapshot, kept.tensor):
+                out.append(kept.call)
+                continue  # reported once
+            still.append(kept)
+        self.kept = still
+        return out
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0:
+        return True
+    x = a.contiguous().reshape(-1).view(torch.uint8)
+    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    return bool(torch.equal(x, y))
+
+
+__all__ = ["OutputHistory", "fresh_slots", "poison", "same_bytes", "storage_range"]
