@@ -53,6 +53,7 @@ class Param:
     min_length: int | None = None  # of a string (of each one, for ``many``)
     max_length: int | None = None
     pattern: str | None = None  # a regex a string must match (JSON Schema's: re.search)
+    like: str | None = None  # what a string matching ``pattern`` looks like, for errors
     many: bool = False  # repeatable flag / a string or a list of strings
     metavar: str | None = None
     dest: str | None = None  # the click parameter's name (default: the field's)
@@ -200,7 +201,7 @@ def _text_type(spec: Param) -> Any:
             if spec.max_length is not None and len(text) > spec.max_length:
                 self.fail(f"longer than {spec.max_length} characters ({len(text)})", p, ctx)
             if spec.pattern is not None and not re.search(spec.pattern, text):
-                self.fail(f"{text!r} does not match {spec.pattern}", p, ctx)
+                self.fail(f"{text!r}: expected {spec.like or spec.pattern}", p, ctx)
             return text
 
     return Text()

@@ -78,6 +78,7 @@ def _arch(help: str) -> Any:
             tool_help="Target GPU architecture, e.g. sm_80, sm_90, sm_100: drop what it "
             "cannot run (sm_100-only tcgen05 code on sm_90, sm_90a-only wgmma code on sm_100).",
             pattern=ARCH_PATTERN,
+            like="sm_80, sm_90, sm_100, ...",
             metavar="SM",
         ),
     )
