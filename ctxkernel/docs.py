@@ -28,6 +28,9 @@ class DocsResult:
     took_ms: float = 0.0
     how: str = ""  # "exact", "name", "search", "none"
     hint: str = ""  # what would answer better (a corpus to index), or ""
+    links: list[Any] = field(default_factory=list)  # links.Link: implemented by / used in
+    links_total: int = 0
+    arch: str = ""  # the target the answer was filtered for, or ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +45,9 @@ class DocsResult:
             ],
             "suggestions": self.suggestions,
             "hint": self.hint,
+            "links": [link.to_json() for link in self.links],
+            "links_total": self.links_total,
+            "arch": self.arch,
             "took_ms": round(self.took_ms, 2),
         }
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import chunkers
+from . import chunkers, links
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
 from .embed import Embedder, reuse_key
@@ -482,6 +482,10 @@ def _index_corpus(
     report.chunks_total = cache.count()
     cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
+    links_task = progress.task(f"{corpus.name}: concept links", None)
+    links.table(cache).close()  # rebuilt when the generation moved on
+    links_task.done()
+    t = clock.lap("links", t)
     record = CorpusRecord(
         name=corpus.name,
         source_kind=snapshot.kind,

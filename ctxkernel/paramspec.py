@@ -9,9 +9,9 @@ generated from it.
 
 ``param(...)`` records the help (``tool_help`` when a model needs other words than a
 person), the flags (or ``argument=True`` for a positional one), a choice list, a numeric
-range (``above`` for an exclusive lower bound), string length limits, ``many`` (the
-command line repeats it; a tool takes a string or a list of strings), and whether the
-command line (``cli``) and the tool (``tool``) offer it at all. A field without a default
+range (``above`` for an exclusive lower bound), string length limits and a regular
+expression (``pattern``), ``many`` (the command line repeats it; a tool takes a string or
+a list of strings), and whether the command line (``cli``) and the tool (``tool``) offer it at all. A field without a default
 is required on both.
 
 ``click_params(cls)`` decorates a click command with one parameter per field the command
@@ -26,6 +26,7 @@ imported only when parameters are built.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -51,6 +52,8 @@ class Param:
     above: float | None = None  # exclusive lower bound of a number
     min_length: int | None = None  # of a string (of each one, for ``many``)
     max_length: int | None = None
+    pattern: str | None = None  # a regex a string must match (JSON Schema's: re.search)
+    like: str | None = None  # what a string matching ``pattern`` looks like, for errors
     many: bool = False  # repeatable flag / a string or a list of strings
     metavar: str | None = None
     dest: str | None = None  # the click parameter's name (default: the field's)
@@ -124,6 +127,8 @@ def _string_schema(spec: Param) -> dict[str, Any]:
         out["minLength"] = spec.min_length
     if spec.max_length is not None:
         out["maxLength"] = spec.max_length
+    if spec.pattern is not None:
+        out["pattern"] = spec.pattern
     return out
 
 
@@ -195,6 +200,8 @@ def _text_type(spec: Param) -> Any:
                 self.fail(f"{text!r} is {least}", p, ctx)
             if spec.max_length is not None and len(text) > spec.max_length:
                 self.fail(f"longer than {spec.max_length} characters ({len(text)})", p, ctx)
+            if spec.pattern is not None and not re.search(spec.pattern, text):
+                self.fail(f"{text!r}: expected {spec.like or spec.pattern}", p, ctx)
             return text
 
     return Text()
@@ -212,7 +219,7 @@ def _click_type(item: Declared) -> Any:
             return kind
         ranged = click.IntRange if kind is int else click.FloatRange
         return ranged(low, spec.high, min_open=spec.above is not None)  # type: ignore[arg-type]
-    if spec.min_length is not None or spec.max_length is not None:
+    if spec.min_length is not None or spec.max_length is not None or spec.pattern is not None:
         return _text_type(spec)
     return str
 

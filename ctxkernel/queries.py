@@ -1,8 +1,8 @@
-"""The retrieval queries — search, grep, docs, read, list_corpora — declared once.
+"""The retrieval queries — search, grep, docs, read, list_corpora, related — declared once.
 
 Each dataclass is one query as the library runs it; its fields' metadata
 (``paramspec.param``) generate both the command's click parameters (``ctxkernel search``,
-``grep``, ``docs``, ``show``) and the agent tool's input schema (``ctxkernel.tools``, the
+``grep``, ``docs``, ``show``, ``related``) and the agent tool's input schema (``ctxkernel.tools``, the
 MCP server), so a default or a limit is written in one place. A field only one side
 offers says so (``tool=False``: ``--rerank``, ``--engine``; ``cli=False``:
 ``max_tokens``, the size of a tool's result).
@@ -19,6 +19,7 @@ from .paramspec import param
 if TYPE_CHECKING:
     from .docs import DocsResult
     from .grep import GrepResult
+    from .related import Related
     from .search import SearchResult
     from .workspace import Workspace
 
@@ -33,6 +34,8 @@ GREP_DEFAULT_TIMEOUT_S = 10.0
 GREP_MAX_TIMEOUT_S = 30.0
 MODES = ("hybrid", "lexical", "dense")
 ENGINES = ("auto", "rg", "python")
+# what ``arch.parse_target`` reads: sm_90, sm90, sm_90a, compute_90, 90
+ARCH_PATTERN = "^(sm_?|compute_)?[0-9]{2,3}[af]?$"
 
 
 def _max_tokens() -> Any:
@@ -62,6 +65,21 @@ def _corpora(what: str) -> Any:
             min_length=1,
             metavar="NAME",
             dest="corpora",
+        ),
+    )
+
+
+def _arch(help: str) -> Any:
+    return field(
+        default=None,
+        metadata=param(
+            "--arch",
+            help=help,
+            tool_help="Target GPU architecture, e.g. sm_80, sm_90, sm_100: drop what it "
+            "cannot run (sm_100-only tcgen05 code on sm_90, sm_90a-only wgmma code on sm_100).",
+            pattern=ARCH_PATTERN,
+            like="sm_80, sm_90, sm_100, ...",
+            metavar="SM",
         ),
     )
 
@@ -143,6 +161,9 @@ class SearchQuery:
             metavar="DIR",
         ),
     )
+    arch: str | None = _arch(
+        "Only hits the target can run (sm_80, sm_90, sm_100, ...); hits say what they need."
+    )
     max_tokens: int = _max_tokens()
 
     def run(self, ws: Workspace) -> SearchResult:
@@ -157,6 +178,7 @@ class SearchQuery:
             self.kind,
             rerank=self.rerank or bool(self.rerank_model),
             rerank_model=self.rerank_model,
+            arch=self.arch,
         )
 
 
@@ -258,11 +280,12 @@ class DocsQuery:
             high=20,
         ),
     )
+    arch: str | None = _arch("Only what the target can run (sm_90, sm_100, ...).")
     max_tokens: int = _max_tokens()
 
     def run(self, ws: Workspace) -> DocsResult:
         """This query's result on a Workspace."""
-        return ws.docs(self.topic, list(self.corpus) or None, self.alternatives)
+        return ws.docs(self.topic, list(self.corpus) or None, self.alternatives, arch=self.arch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,10 +322,31 @@ class ListCorporaQuery:
     max_tokens: int = _max_tokens()
 
 
+@dataclass(frozen=True, kw_only=True)
+class RelatedQuery:
+    """``ctxkernel related`` and the ``related`` tool."""
+
+    ref: str = field(
+        metadata=param(
+            help="A hit id corpus:path:start-end (or corpus:path:line), as hits print it.",
+            argument=True,
+            min_length=3,
+            max_length=1000,
+        )
+    )
+    arch: str | None = _arch("Only what the target can run (sm_90, sm_100, ...).")
+    max_tokens: int = _max_tokens()
+
+    def run(self, ws: Workspace) -> Related:
+        """This query's result on a Workspace."""
+        return ws.related(self.ref.strip(), self.arch)
+
+
 QUERIES: dict[str, type] = {
     "search": SearchQuery,
     "grep": GrepQuery,
     "docs": DocsQuery,
     "read": ReadQuery,
     "list_corpora": ListCorporaQuery,
+    "related": RelatedQuery,
 }

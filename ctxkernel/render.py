@@ -79,6 +79,8 @@ def print_hits(
             header.append(f"  {c.symbol}", style="green")
         if c.kind:
             header.append(f"  [{c.kind}]", style="magenta")
+        if hit.extra.get("requires"):
+            header.append(f"  needs {hit.extra['requires']}", style="yellow")
         con.print(header)
         if c.url:
             con.print(Text(f"    {c.url}", style="dim underline"))
@@ -115,6 +117,8 @@ def _hit_head(hit: Hit, show_score: bool) -> str:
         head += f"  {c.symbol}"
     if c.kind:
         head += f"  [{c.kind}]"
+    if hit.extra.get("requires"):
+        head += f"  needs {hit.extra['requires']}"
     return head
 
 

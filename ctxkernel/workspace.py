@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import arch as archmod
 from . import config, damage
 from .confine import Confinement
 from .corpus import (
@@ -33,6 +34,7 @@ from .store import CorpusRecord, Store
 
 if TYPE_CHECKING:
     from .indexer import IndexReport
+    from .related import Related
 
 MAX_READ_LINES = 2000
 
@@ -234,13 +236,32 @@ class Workspace:
         kind: str | None = None,
         rerank: bool = False,
         rerank_model: str | None = None,
+        arch: str | None = None,
     ) -> SearchResult:
         """Search; ``rerank`` re-scores the best fused candidates with a local
-        cross-encoder (``rerank.py``) before the cut at ``k``."""
-        _check_texts(query=query, path=path, language=language, kind=kind)
+        cross-encoder (``rerank.py``) before the cut at ``k``; ``arch`` (``sm_90``) drops
+        hits the target cannot run (``arch.py``) and labels the others."""
+        _check_texts(query=query, path=path, language=language, kind=kind, arch=arch)
         _check_texts(*(corpora or []), what="corpus")
+        target = archmod.parse_target(arch) if arch else None
         with damage.guard(self.store, corpora):
-            return self._search(query, corpora, k, mode, path, language, kind, rerank, rerank_model)
+            needs = archmod.Resolver(self.store)
+            if target is None:
+                result = self._search(
+                    query, corpora, k, mode, path, language, kind, rerank, rerank_model
+                )
+            else:
+                # ask for more, so what the target keeps still fills k
+                result = self._search(
+                    query, corpora, k * 4, mode, path, language, kind, rerank, rerank_model
+                )
+                result.hits = [h for h in result.hits if archmod.accepts(h.chunk, target, needs)]
+                result.hits = result.hits[:k]
+                for i, h in enumerate(result.hits, 1):
+                    h.rank = i
+            for h in result.hits:
+                h.extra.setdefault("requires", archmod.label(h.chunk, needs))
+        return result
 
     def _search(
         self,
@@ -269,10 +290,18 @@ class Workspace:
         return result
 
     def docs(
-        self, topic: str, corpora: list[str] | None = None, alternatives: int = 5
+        self,
+        topic: str,
+        corpora: list[str] | None = None,
+        alternatives: int = 5,
+        arch: str | None = None,
+        links: bool = True,
     ) -> DocsResult:
-        """The section or definition documenting ``topic`` (an instruction, API or name)."""
-        _check_texts(topic=topic)
+        """The section or definition documenting ``topic`` (an instruction, API or name),
+        with what implements and uses it in the other corpora (``links``); ``arch``
+        drops what the target cannot run."""
+        _check_texts(topic=topic, arch=arch)
+        target = archmod.parse_target(arch) if arch else None
         _check_texts(*(corpora or []), what="corpus")
         if not topic.strip():
             raise UserError("empty docs topic")
@@ -285,7 +314,33 @@ class Workspace:
                     f"corpus {name!r} is not indexed (indexed: {', '.join(self.store.corpora())})"
                 )
         with damage.guard(self.store, names):
-            return docs_lookup(self.store, topic, names, alternatives, explicit=bool(corpora))
+            result = docs_lookup(
+                self.store,
+                topic,
+                names,
+                alternatives + (10 if target else 0),
+                explicit=bool(corpora),
+            )
+            if target is not None:
+                _keep_runnable(result, target, alternatives, archmod.Resolver(self.store))
+                result.arch = f"sm_{target}"
+            if links and result.best is not None:
+                from .related import docs_links
+
+                result.links, result.links_total = docs_links(self.store, result, target)
+            return result
+
+    def related(self, ref: str, arch: str | None = None) -> Related:
+        """From any hit id: its definition, the PTX section it implements, the other
+        wrappers of that instruction, its callers and sibling examples."""
+        from .related import related
+
+        check_text(ref, "reference")
+        _check_texts(arch=arch)
+        target = archmod.parse_target(arch) if arch else None
+        corpus = parse_chunk_id(ref)[0]
+        with damage.guard(self.store, [corpus]):
+            return related(self.store, ref, target)
 
     def grep(self, corpus: str, pattern: str, **kwargs: Any) -> GrepResult:
         _check_texts(corpus=corpus, pattern=pattern, path=kwargs.get("path_glob"))
@@ -336,6 +391,21 @@ class Workspace:
 
     def hits_to_json(self, hits: list[Hit]) -> list[dict[str, Any]]:
         return [h.to_json() for h in hits]
+
+
+def _keep_runnable(
+    result: DocsResult, target: int, alternatives: int, needs: archmod.Resolver
+) -> None:
+    """Drop the answers ``target`` cannot run. When the best one goes, there is no best:
+    what the target can run instead is a different thing, listed as an alternative."""
+    best = result.best
+    kept = [h for h in result.alternatives if archmod.accepts(h.chunk, target, needs)]
+    result.alternatives = kept[:alternatives]
+    if best is not None and not archmod.accepts(best.chunk, target, needs):
+        need = archmod.label(best.chunk, needs)
+        result.hint = f"{result.topic} needs {need}: sm_{target} cannot run it"
+        result.best = None
+        result.how = "none"
 
 
 def _check_texts(*values: str, what: str = "", **named: str | None) -> None:

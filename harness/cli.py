@@ -124,7 +124,17 @@ def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("problem", type=click.Path(path_type=Path))(fn)
 
 
-def check_from_cli(values: dict[str, Any], echo: Callable[[str], None] | None = None) -> int:
+# Given a verdict's JSON, entries (each with a "line" for text) to print after it: the
+# seam where a caller with more context (ctxkernel's index) adds to a single check's
+# output; the harness itself passes none.
+Annotate = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+def check_from_cli(
+    values: dict[str, Any],
+    echo: Callable[[str], None] | None = None,
+    annotate: Annotate | None = None,
+) -> int:
     """``check``'s click callback: the declared values back into the two option sets."""
     command = CheckCommand(
         problem=values["problem"],
@@ -134,7 +144,7 @@ def check_from_cli(values: dict[str, Any], echo: Callable[[str], None] | None = 
     options = RunOptions(**values_from_cli(RunOptions, values))
     if len(command.candidates) == 1 and not (command.runner or command.jobs or command.resume):
         prestart(options, command.candidates[0])
-    return execute_check(command, options, echo)
+    return execute_check(command, options, echo, annotate)
 
 
 def prestart(options: RunOptions, candidate: Path) -> None:
@@ -175,7 +185,10 @@ def _probe_quietly(sandbox: Any) -> None:
 
 
 def execute_check(
-    command: CheckCommand, options: RunOptions, echo: Callable[[str], None] | None = None
+    command: CheckCommand,
+    options: RunOptions,
+    echo: Callable[[str], None] | None = None,
+    annotate: Annotate | None = None,
 ) -> int:
     """Run the check and print it; returns the exit code. Raises ``UsageError``."""
     from .backends import get_backend, parse_target
@@ -225,13 +238,21 @@ def execute_check(
             file=sys.stderr,
         )
     verdict = LocalRunner().run(loaded, cand, options)
+    extra = annotate(verdict.to_json()) if annotate is not None else []
     if command.as_json:
-        out(json.dumps(verdict.to_json()))
+        doc = verdict.to_json()
+        if extra:
+            doc["evidence"] = extra
+        out(json.dumps(doc))
     elif command.feedback:
         out(verdict.feedback())
+        for entry in extra:
+            out(str(entry.get("line", "")))
     else:
         for line in verdict.lines():
             out(line)
+        for entry in extra:
+            out(str(entry.get("line", "")))
     return 0 if verdict.ok else 1
 
 

@@ -208,6 +208,8 @@ class KernelReport:
     sass: dict[str, Any] = field(default_factory=dict)
     ptx: dict[str, int] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)  # what each finding is (``classify``)
+    arch: int | None = None  # the SM the code was compiled for, when the artefacts say
 
     def line(self) -> str:
         bits = [f"{self.kernel} [{self.version}]"]
@@ -233,42 +235,85 @@ class KernelReport:
         return " ".join(bits)
 
 
+# What a finding is, named for the layer that attaches documentation to it (the harness
+# itself knows nothing of retrieval): see ``classify``.
+SPILLS = "register_spills"
+LOCAL_MEMORY = "local_memory"
+MMA_WITHOUT_WGMMA = "mma_without_wgmma"
+NO_TENSOR_CORES = "no_tensor_cores"
+NARROW_LOADS = "narrow_global_loads"
+NO_TMA = "no_tma_on_hopper"
+
+
 def findings_for(
     report: KernelReport, expect_mma: bool, arch: int | None, mma_hint: str = ""
 ) -> list[str]:
-    out = []
+    return [text for _, text in classify(report, expect_mma, arch, mma_hint)]
+
+
+def classify(
+    report: KernelReport, expect_mma: bool, arch: int | None, mma_hint: str = ""
+) -> list[tuple[str, str]]:
+    """(code, sentence) of each finding: the code names it (``MMA_WITHOUT_WGMMA``...)."""
+    out: list[tuple[str, str]] = []
     spills = (report.spill_stores or 0) + (report.spill_loads or 0)
     if spills:
         out.append(
-            f"{report.kernel} [{report.version}]: register spills ({report.spill_stores} B stored, {report.spill_loads} B loaded): fewer live values or smaller tiles"
+            (
+                SPILLS,
+                f"{report.kernel} [{report.version}]: register spills ({report.spill_stores} B stored, {report.spill_loads} B loaded): fewer live values or smaller tiles",
+            )
         )
     sass = report.sass
     if sass and (sass.get("LDL") or sass.get("STL")):
         out.append(
-            f"{report.kernel} [{report.version}]: local-memory traffic in SASS ({sass['LDL']} LDL, {sass['STL']} STL): spills or a dynamically indexed local array"
+            (
+                LOCAL_MEMORY,
+                f"{report.kernel} [{report.version}]: local-memory traffic in SASS ({sass['LDL']} LDL, {sass['STL']} STL): spills or a dynamically indexed local array",
+            )
         )
     elif report.local_bytes:
         out.append(
-            f"{report.kernel} [{report.version}]: {report.local_bytes} B of local memory per thread"
+            (
+                LOCAL_MEMORY,
+                f"{report.kernel} [{report.version}]: {report.local_bytes} B of local memory per thread",
+            )
         )
     hopper = arch is not None and 90 <= arch < 100
     if sass and expect_mma and hopper and not sass.get("HGMMA"):
         if sass.get("HMMA"):
             out.append(
-                f"{report.kernel} [{report.version}]: matmul on sm_{arch} without HGMMA/WGMMA: tensor cores only through HMMA (mma.sync), "
-                "which caps well under Hopper's peak; use warpgroup MMA"
-                + (f" ({mma_hint})" if mma_hint else "")
+                (
+                    MMA_WITHOUT_WGMMA,
+                    f"{report.kernel} [{report.version}]: matmul on sm_{arch} without HGMMA/WGMMA: tensor cores only through HMMA (mma.sync), "
+                    "which caps well under Hopper's peak; use warpgroup MMA"
+                    + (f" ({mma_hint})" if mma_hint else ""),
+                )
             )
         else:
             out.append(
-                f"{report.kernel} [{report.version}]: matmul on sm_{arch} with no tensor-core instruction (no HGMMA/HMMA): it runs on the FP32 pipes"
+                (
+                    NO_TENSOR_CORES,
+                    f"{report.kernel} [{report.version}]: matmul on sm_{arch} with no tensor-core instruction (no HGMMA/HMMA): it runs on the FP32 pipes",
+                )
             )
     loads = {int(k): v for k, v in (sass.get("global_loads") or {}).items()} if sass else {}
     narrow = sum(v for k, v in loads.items() if k <= 32)
     if narrow and not loads.get(128) and not sass.get("LDGSTS") and not sass.get("UTMALDG"):
         out.append(
-            f"{report.kernel} [{report.version}]: global loads are narrow ({narrow} of width <= 32 bit, none 128-bit): "
-            "vectorize (contiguous elements per thread, 16-byte aligned pointers, sizes divisible by 16)"
+            (
+                NARROW_LOADS,
+                f"{report.kernel} [{report.version}]: global loads are narrow ({narrow} of width <= 32 bit, none 128-bit): "
+                "vectorize (contiguous elements per thread, 16-byte aligned pointers, sizes divisible by 16)",
+            )
+        )
+    if sass and hopper and sass.get("LDGSTS") and not sass.get("UTMALDG"):
+        out.append(
+            (
+                NO_TMA,
+                f"{report.kernel} [{report.version}]: tiles copied with cp.async (LDGSTS) on sm_{arch}, no TMA (UTMALDG): "
+                "Hopper's tensor memory accelerator copies whole tiles with one instruction and an mbarrier",
+            )
         )
     return out
 
@@ -345,7 +390,10 @@ def write_dump(
                 report.local_bytes = max(u.get("LOCAL", 0) for u in usage.values())
                 if report.stack_bytes is None:
                     report.stack_bytes = max(u.get("STACK", 0) for u in usage.values())
-        report.findings = findings_for(report, expect_mma, arch, mma_hint)
+        classified = classify(report, expect_mma, arch, mma_hint)
+        report.findings = [text for _, text in classified]
+        report.codes = [code for code, _ in classified]
+        report.arch = arch
         reports.append(report)
     notes_out: list[str] = list(notes or [])
     if not sass_found and files:
@@ -354,6 +402,7 @@ def write_dump(
         t: next(iter(find_tools(t)), None) for t in ("cuobjdump", "nvdisasm", "ptxas")
     }
     findings = [f for r in reports for f in r.findings]
+    codes = [{"code": c, "arch": r.arch, "kernel": r.kernel} for r in reports for c in r.codes]
     summary: dict[str, Any] = {
         "directory": str(directory),
         "backend": backend,
@@ -363,6 +412,7 @@ def write_dump(
         "tools": tools,
         "reports": [asdict(r) for r in reports],
         "findings": findings,
+        "codes": codes,
         "notes": notes_out,
     }
     (directory / "report.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,6 +144,17 @@ def render_feedback(
     for what in show:
         lines.extend(_show(what, doc or {}))
     return "\n".join(lines)
+
+
+def with_evidence(text: str, store: Callable[[], Any] | None, doc: Mapping[str, Any] | None) -> str:
+    """The feedback with the hit ids that explain its dumps findings (``evidence.py``),
+    when there is an index to find them in."""
+    if store is None or not doc:
+        return text
+    from .. import evidence
+
+    found = evidence.lines(evidence.for_verdict_quietly(store, doc))
+    return "\n".join([text, *found]) if found else text
 
 
 def _show(what: str, doc: Mapping[str, Any]) -> list[str]:
@@ -329,11 +340,13 @@ class CheckSession:
         *,
         runs_dir: Path | None = None,
         record: bool = True,
+        store: Callable[[], Any] | None = None,
     ) -> None:
         self.problem = str(Path(problem).resolve()) if problem else None
         self.options = options
         self.runs_dir = runs_dir
         self.record = record
+        self.store = store  # the index's store, for the ids that explain dumps findings
         self._records: dict[str, RunRecord] = {}
         self._lock = threading.Lock()
 
@@ -369,7 +382,8 @@ class CheckSession:
                 path = Path(tmp) / "candidate.py"
                 path.write_text(source)
                 result = evaluate(problem, [path], options, show=[show])[0]
-            return render_feedback(None, result.outcome, result.feedback, result.doc, show)
+            text = render_feedback(None, result.outcome, result.feedback, result.doc, show)
+            return with_evidence(text, self.store, result.doc)
         try:
             record = self._record_for(problem)
         except HarnessError as exc:
@@ -377,6 +391,7 @@ class CheckSession:
         n, path = record.new_version(source, {"notes": args.get("notes", ""), "show": list(show)})
         result = evaluate(problem, [path], options, show=[show])[0]
         text = render_feedback(n, result.outcome, result.feedback, result.doc, show)
+        text = with_evidence(text, self.store, result.doc)
         meta = record.finish_version(
             n, result.doc, text, {**result.outcome.to_json(), "check_wall_s": result.wall_s}
         )

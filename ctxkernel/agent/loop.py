@@ -50,7 +50,14 @@ from typing import Any
 from ..errors import UserError
 from ..tools import ToolSet, anthropic_tools, run_tool_use
 from ..tools.base import ToolError
-from .check_tool import CheckOutcome, evaluate, make_check_tool, render_feedback, timed
+from .check_tool import (
+    CheckOutcome,
+    evaluate,
+    make_check_tool,
+    render_feedback,
+    timed,
+    with_evidence,
+)
 from .client import APIFailure, ModelClient, Usage
 from .context import estimate_tokens, request_messages, system_blocks, trim
 from .prompt import device_info, first_message, load_brief, system_prompt
@@ -435,6 +442,7 @@ class Agent:
             cand.text = render_feedback(
                 cand.version, result.outcome, result.feedback, result.doc, cand.show
             )
+            cand.text = with_evidence(cand.text, lambda: self.toolset.workspace.store, result.doc)
             cand.meta = self.record.finish_version(
                 cand.version, result.doc, cand.text,
                 {**result.outcome.to_json(), "check_wall_s": round(result.wall_s, 3)},

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "search": "retrieval:search_cmd",
     "grep": "retrieval:grep_cmd",
     "show": "retrieval:show_cmd",
+    "related": "retrieval:related_cmd",
     "check": "check:check_cmd",
     "eval": "evaluate:eval_cmd",
     "docs": "docs:docs_cmd",

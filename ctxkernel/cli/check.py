@@ -27,9 +27,23 @@ def check_cmd(**kwargs: Any) -> int:
     pool (one slot per GPU, or --jobs CPU slots), ssh://user@host[:port], ray or
     ray://host:port; --resume BATCH skips the candidates an interrupted batch finished.
     Exit 0 when every rung (of every candidate) passed, 1 when a verdict is a failure, 2
-    on a usage error.
+    on a usage error. With an index holding the PTX manual, the dumps rung's findings
+    (an MMA without WGMMA on sm_90, ...) come with the ids of a section and an example.
     """
     try:
-        return check_from_cli(kwargs)
+        return check_from_cli(kwargs, annotate=_evidence)
     except UsageError as exc:
         raise UserError(str(exc)) from None
+
+
+def _evidence(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Hit ids that explain the dumps findings, from the default index when it has the
+    PTX manual (``ctxkernel/evidence.py``); nothing without one."""
+    from .. import evidence
+
+    def store() -> Any:
+        from ..workspace import Workspace
+
+        return Workspace().store
+
+    return [{**e.to_json(), "line": e.line()} for e in evidence.for_verdict_quietly(store, doc)]

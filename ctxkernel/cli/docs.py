@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..docs import DocsResult
+from ..links import render_lines
 from ..paramspec import click_params, from_cli
 from ..queries import DocsQuery
 from ..render import console, is_terminal, json_line
@@ -32,6 +33,7 @@ def docs_cmd(
     \b
     Examples:
       ctxkernel docs wgmma.mma_async
+      ctxkernel docs tcgen05.mma --arch sm_100
       ctxkernel docs cp.async.bulk.tensor
       ctxkernel docs .reqntid
       ctxkernel docs tl.dot
@@ -83,6 +85,10 @@ def docs_cmd(
                 background_color="default",
             )
         )
+    link_lines = render_lines(result.links, result.links_total)
+    if link_lines:
+        con.print()
+        con.print(Text("\n".join(link_lines)), markup=False, highlight=False)
     if result.alternatives:
         con.print()
         con.print(Text("also:", style="bold"))
@@ -120,6 +126,9 @@ def _print_plain(result: DocsResult, topic: str) -> int:
     if c.url:
         out.write(c.url + "\n")
     out.write("\n" + c.text.rstrip("\n") + "\n")
+    link_lines = render_lines(result.links, result.links_total)
+    if link_lines:
+        out.write("\n" + "\n".join(link_lines) + "\n")
     if result.alternatives:
         out.write("\nalso:\n")
         for h in result.alternatives:

@@ -74,7 +74,8 @@ def mcp_cmd(
 
         toolset = ToolSet(lambda: Workspace(index_dir, chroma_url))
         options = RunOptions(device=device, backend=backend, record=False)
-        toolset.register(make_check_tool(CheckSession(problem, options)))
+        session = CheckSession(problem, options, store=lambda: toolset.workspace.store)
+        toolset.register(make_check_tool(session))
     serve(
         index_dir=index_dir,
         chroma_url=chroma_url,

@@ -10,7 +10,7 @@ import click
 
 from .. import progress as progress_mod
 from ..paramspec import click_params, from_cli
-from ..queries import GrepQuery, ReadQuery, SearchQuery
+from ..queries import GrepQuery, ReadQuery, RelatedQuery, SearchQuery
 from ..render import console, json_line, print_file_range, print_hits
 from .common import embed_option, index_options, json_option, workspace
 
@@ -202,6 +202,7 @@ def search_cmd(
     Examples:
       ctxkernel search "TMA load into shared memory with an mbarrier" --corpus cutlass -k 10
       ctxkernel search make_tiled_copy --kind source
+      ctxkernel search "warp-specialized GEMM with TMA" --arch sm_90
       ctxkernel search "pipeline the main loop" --rerank --rerank-model ~/models/ms-marco-MiniLM-L6-v2
     """
     request = from_cli(SearchQuery, params)
@@ -295,3 +296,28 @@ def show_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **par
         if rng.source == "chunks":
             print("(rebuilt from the index: the file is not on this machine)", file=sys.stderr)
     return 0
+
+
+@click.command("related")
+@click_params(RelatedQuery)
+@index_options
+@json_option
+def related_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
+    """What the concept links connect to a hit: the PTX section it implements, the other
+    wrappers of that instruction, its callers and sibling examples.
+
+    REF is a hit id corpus:path:start-end (or corpus:path:line), as hits print it.
+
+    \b
+    Examples:
+      ctxkernel related cutlass:include/cute/arch/mma_sm90_gmma.hpp:128-172
+      ctxkernel related ptx:9_instruction_set/.../971552_asynchronous_multiply_and_accumulate_instruction_wgmmamma_async.md:1-80 --arch sm_90
+    """
+    from ..related import render_related
+
+    rel = from_cli(RelatedQuery, params).run(workspace(index_dir, chroma_url))
+    if as_json:
+        json_line(rel.to_json())
+    else:
+        click.echo("\n".join(render_related(rel)))
+    return 0 if rel.concepts else 1

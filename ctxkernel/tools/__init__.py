@@ -1,4 +1,5 @@
-"""Agent tools: ``search``, ``grep``, ``docs``, ``read`` and ``list_corpora``, defined once.
+"""Agent tools: ``search``, ``grep``, ``docs``, ``read``, ``list_corpora`` and ``related``,
+defined once.
 
 A :class:`Tool` is a name, a description written for an LLM (when to use it, what it
 returns, examples), a JSON schema of its input and a handler ``(workspace, args) -> text``.
@@ -16,7 +17,7 @@ Registration is open: ``register(Tool(...))`` adds a tool to every ToolSet made 
 ``check_kernel`` that way).
 
 ``base`` holds the model (Tool, ToolSet, registry, Anthropic forms, Budget);
-``retrieval`` the five built-in tools.
+``retrieval`` the five retrieval tools; ``related`` the concept-links tool.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from .base import (
     register,
     run_tool_use,
 )
+from .related import RELATED
 from .retrieval import DOCS, GREP, LIST_CORPORA, READ, SEARCH, check_grep_pattern
 
-for _tool in (SEARCH, GREP, DOCS, READ, LIST_CORPORA):
+for _tool in (SEARCH, GREP, DOCS, READ, LIST_CORPORA, RELATED):
     register(_tool)
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "GREP",
     "LIST_CORPORA",
     "READ",
+    "RELATED",
     "SEARCH",
     "Budget",
     "Handler",

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..corpus import Hit, parse_chunk_id
 from ..errors import UserError
+from ..links import pick, render_lines
 from ..paramspec import from_tool, tool_schema
 from ..queries import DocsQuery, GrepQuery, ListCorporaQuery, ReadQuery, SearchQuery
+from . import tokens
 from .base import NOTICE_CHARS, Budget, Tool, ToolError
 
 if TYPE_CHECKING:
@@ -38,7 +40,11 @@ def _hit_header(rank: int, hit: Hit) -> list[str]:
     c = hit.chunk
     label = c.symbol or c.title.strip("# ")
     # grep blocks are line ranges, not indexed chunks: no language or kind of their own
-    tags = "" if hit.via == "grep" else ", ".join(x for x in (c.language, c.kind) if x)
+    tags = (
+        ""
+        if hit.via == "grep"
+        else ", ".join(x for x in (c.language, c.kind, hit.extra.get("requires", "")) if x)
+    )
     head = f"[{rank}] {c.id}" + (f"  {label}" if label else "") + (f"  ({tags})" if tags else "")
     return [head, f"url: {c.url or '(no upstream link for this corpus)'}"]
 
@@ -260,10 +266,30 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     how = {"exact": "exact name", "name": "name", "search": "closest text match"}.get(
         result.how, result.how
     )
-    budget.add(f"docs {topic!r}: best match by {how}.")
+    budget.add(
+        f"docs {topic!r}: best match by {how}" + (f" for {result.arch}." if result.arch else ".")
+    )
     budget.add_lines(_hit_header(1, best))
+    # the links come after the section but are kept: room for them is held back first
+    # ids only (read gives an id's upstream URL), and room held for them before the
+    # section's text: a small budget shows fewer lines of the section, not fewer links
+    used = sum(n + 1 for n in tokens.count(budget.parts))
+    room = max(0, budget.limit - used - 40)
+    link_lines: list[str] = []
+    for per_group in (3, 2, 1):  # fewer per group before fewer groups
+        link_lines = render_lines(pick(result.links, per_group), result.links_total, urls=False)
+        if sum(n + 1 for n in tokens.count(link_lines)) + 2 <= room:
+            break
+    # + a margin: the budget counts a line's newline and rounds its lines up
+    need = sum(n + 2 for n in tokens.count(link_lines)) + 8 if link_lines else 0
+    reserve = min(room, need)
+    budget.limit -= reserve
     body = _numbered(c.text.splitlines(), c.start_line)
     n = budget.add_lines(body)
+    budget.limit += reserve
+    if link_lines:
+        budget.add("")
+        budget.add_lines(link_lines)
     tail: list[str] = []
     if result.alternatives:
         tail.append("Alternatives (read any id):")
@@ -427,8 +453,10 @@ make_tiled_copy). Exact names resolve from the symbol table, so this is faster a
 precise than search when you know what the thing is called.
 
 Returns the section or definition that documents the name (its id, upstream URL and \
-numbered text), then close alternatives (other definitions, overloads, related \
-sections) by id, and spelling suggestions when nothing has that name.
+numbered text), then for a PTX instruction what implements and uses it (CuTe C++ atoms, \
+CuTeDSL ops, Triton/Gluon intrinsics, examples) by id, then close alternatives by id, \
+and spelling suggestions when nothing has that name. Pass arch (sm_90) to drop what the \
+target cannot run.
 
 Examples: {"topic": "tl.dot"}; {"topic": "wgmma.mma_async", "corpus": "ptx"}; \
 {"topic": "make_tiled_copy", "corpus": "cutlass", "alternatives": 10}""",

@@ -172,6 +172,7 @@ class DumpRung:
             {
                 "directory": summary.get("directory"),
                 "findings": findings,
+                "codes": summary.get("codes") or [],
                 "mma": mma,
                 "kernels": [
                     {

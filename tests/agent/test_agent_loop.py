@@ -114,6 +114,7 @@ def test_cli_session_searches_fails_fixes_and_stops_at_the_target(
         "docs",
         "read",
         "list_corpora",
+        "related",
         "check_kernel",
     ]
     system = first["system"][0]["text"]

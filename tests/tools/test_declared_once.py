@@ -16,7 +16,7 @@ from retrieval.conftest import CliResult
 
 from ctxkernel import Workspace
 from ctxkernel.cli.docs import docs_cmd
-from ctxkernel.cli.retrieval import grep_cmd, search_cmd, show_cmd
+from ctxkernel.cli.retrieval import grep_cmd, related_cmd, search_cmd, show_cmd
 from ctxkernel.paramspec import Declared, declared, from_cli, from_tool, tool_schema
 from ctxkernel.queries import QUERIES, DocsQuery, GrepQuery, SearchQuery
 from ctxkernel.tools import ToolSet, builtin_tools
@@ -27,6 +27,7 @@ COMMANDS: dict[str, click.Command] = {
     "grep": grep_cmd,
     "docs": docs_cmd,
     "read": show_cmd,
+    "related": related_cmd,
 }
 # what a command adds that is about the command, not the query
 COMMAND_ONLY = {"index_dir", "chroma_url", "as_json", "plain", "embed"}  # workspace options
@@ -161,6 +162,10 @@ def test_the_defaults_act_the_same_through_cli_and_tool(
         ("docs", {"topic": "t", "alternatives": -1}, ("docs", "t", "-n", "-1"), "-n"),
         ("read", {"ref": "demo:a", "start_line": 0},
          ("show", "demo:a", "--start-line", "0"), "--start-line"),
+        ("search", {"query": "x", "arch": "hopper"}, ("search", "x", "--arch", "hopper"),
+         "--arch"),
+        ("related", {"ref": "demo:a:1-2", "arch": "sm90x"},
+         ("related", "demo:a:1-2", "--arch", "sm90x"), "--arch"),
     ],
 )  # fmt: skip
 def test_a_value_past_a_limit_is_refused_by_both(

@@ -26,14 +26,14 @@ from ctxkernel.tools import (
     run_tool_use,
 )
 
-NAMES = ["search", "grep", "docs", "read", "list_corpora"]
+NAMES = ["search", "grep", "docs", "read", "list_corpora", "related"]
 
 
 def _no_workspace() -> Workspace:
     raise AssertionError("these tests need no index")
 
 
-def test_the_five_tools_are_registered_in_order() -> None:
+def test_the_builtin_tools_are_registered_in_order() -> None:
     assert [t.name for t in builtin_tools()] == NAMES
 
 
@@ -56,6 +56,8 @@ def test_schema_is_valid_draft_2020_12_and_draft_7(tool: Tool) -> None:
 
 GOOD: list[tuple[str, dict[str, Any]]] = [
     ("search", {"query": "tl.dot"}),
+    ("search", {"query": "tl.dot", "arch": "sm_90"}),
+    ("related", {"ref": "cutlass:include/cute/arch/mma_sm90_gmma.hpp:1-40", "arch": "sm100a"}),
     ("search", {"query": "x", "corpus": ["a", "b"], "k": 50, "mode": "dense", "kind": "doc",
                 "path": "include/**", "language": "cpp", "lines_per_hit": 1, "max_tokens": 200}),
     ("search", {"query": "x", "corpus": "cutlass"}),
@@ -73,6 +75,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("search", {"query": "x", "k": 51}, "k"),
     ("search", {"query": "x", "mode": "fuzzy"}, "mode"),
     ("search", {"query": "x", "kind": "blog"}, "kind"),
+    ("search", {"query": "x", "arch": "hopper"}, "arch"),
+    ("related", {}, "'ref' is a required property"),
+    ("docs", {"topic": "wgmma.mma_async", "arch": "sm90x"}, "arch"),
     ("search", {"query": "x", "max_tokens": 10}, "max_tokens"),
     ("search", {"query": "x", "corpus": []}, "corpus"),
     ("search", {"query": "x", "corpus": 7}, "expected a string or a list of strings"),
@@ -225,7 +230,7 @@ def test_cli_prints_tools_for_anthropic_and_mcp(run_cli: Callable[..., CliResult
     mcp = json.loads(run_cli("tools", "--format", "mcp").out)
     assert [t["name"] for t in mcp] == NAMES and all("inputSchema" in t for t in mcp)
     lines = [json.loads(x) for x in run_cli("tools", "--json").out.splitlines()]
-    assert [x["type"] for x in lines] == ["tool"] * 5
+    assert [x["type"] for x in lines] == ["tool"] * len(NAMES)
     text = run_cli("tools").out
     assert text.startswith("search(query, corpus?, k?")
 
@@ -235,7 +240,7 @@ def test_cli_run_reports_bad_input_in_one_line(run_cli: Callable[..., CliResult]
     assert bad_json.code == 2 and "not valid JSON" in bad_json.err
     unknown = run_cli("tools", "run", "nope")
     assert unknown.code == 2 and unknown.err.strip() == (
-        "ctxkernel: error: unknown tool 'nope' (tools: search, grep, docs, read, list_corpora)"
+        "ctxkernel: error: unknown tool 'nope' (tools: search, grep, docs, read, list_corpora, related)"
     )
     invalid = run_cli("tools", "run", "search", "--args", '{"k": 3}', "--json")
     assert invalid.code == 2

@@ -1,0 +1,649 @@
+"""Concept links: from a PTX instruction to the code that emits or wraps it in the other
+corpora (inline-PTX strings and ``asm volatile`` in CuTe headers, CuTeDSL ops and their
+``nvvm``/``llvm`` wrappers, Triton/Gluon intrinsics) and to the code that calls those
+wrappers (example kernels); and back, from a wrapper or a user to its PTX section.
+
+Built at index time, one artifact per corpus (``lexical/<corpus>/links.sqlite``) from that
+corpus's own chunks, stamped with the corpus's generation: a re-index rebuilds it, and a
+reader that finds a stamp other than the cache's rebuilds it before answering, so a link
+never names a chunk the index no longer has. A link records the instruction as written
+(``wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16``, ``nvvm.cp_async_bulk_tensor_...``)
+as a normalised key; which PTX section it belongs to is decided when asked, against the
+names the ``ptx`` corpus defines now (the longest one that prefixes the key), so
+re-indexing the PTX manual never leaves the other corpora's links stale either.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import arch as archmod
+from .corpus import Chunk
+from .docs import PTX_OPCODES
+
+if TYPE_CHECKING:
+    from .store import CorpusCache, Store
+
+LINKS_FILE = "links.sqlite"
+PTX_CORPUS = "ptx"
+_CODE = frozenset({"python", "cpp", "cuda"})
+_EXAMPLE_KINDS = frozenset({"example", "tutorial"})
+
+# Opcodes whose name alone says PTX; the others (add, ld, min, ...) count in a string
+# only when the string also looks like PTX (operands, a terminating ';').
+_DISTINCT = frozenset(
+    """wgmma tcgen05 mbarrier cp ldmatrix stmatrix movmatrix elect setmaxnreg fence membar
+    griddepcontrol clusterlaunchcontrol tensormap multimem redux barrier bar mma wmma cvta
+    mapa getctarank prefetch prefetchu shfl vote match activemask red atom cvt ldu
+    createpolicy discard applypriority""".split()  # noqa: SIM905
+)
+_OPS = "|".join(sorted(PTX_OPCODES, key=len, reverse=True))
+_INSTR_RE = re.compile(
+    rf"(?<![\w.%$])(?P<op>{_OPS})(?P<mods>\.[a-z0-9_]\w*(?:::\w+)*(?:\.\w+(?:::\w+)*)*)"
+    r"(?=[\s;,{}\"'\\)]|$)"
+)
+_BARE_RE = re.compile(r"(?<![\w.%$])(?P<op>ldmatrix|stmatrix|setmaxnreg|elect)(?![\w])")
+_STRING_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+_NVVM_RE = re.compile(r"(?:\b|_)nvvm\.(?P<name>[a-z][a-z0-9_]*)\s*\(")
+_ANCHOR_RE = re.compile(r"parallel-thread-execution/(?:index\.html)?#(?P<anchor>[a-z0-9-]+)")
+_IDENT_RE = re.compile(r"(?:(?P<qual>[A-Za-z_]\w*)\s*(?:\.|::)\s*)?(?P<name>[A-Za-z_]\w*)")
+_NVVM_SKIP = ("read_ptx_sreg", "inline_ptx", "load", "store", "fmin", "fmax", "fabs")
+# nvvm op names that do not spell their PTX instruction
+_NVVM_ALIASES = {
+    "setmaxregister": "setmaxnreg",
+    "mbarrier_wait_parity": "mbarrier_try_wait_parity",
+    "fence_proxy_async": "fence_proxy_async",
+}
+
+# Wrappers whose PTX is emitted by a compiler's lowering rather than written in the
+# wrapper (Triton's Gluon intrinsics): path fragment, defined name, PTX instruction,
+# and how a caller spells the call.
+INTRINSICS: tuple[tuple[str, str, str, str], ...] = (
+    ("gluon/language/nvidia/hopper/__init__", "warpgroup_mma", "wgmma.mma_async", r"\bwarpgroup_mma\s*\("),
+    ("gluon/language/nvidia/hopper/__init__", "warpgroup_mma_wait", "wgmma.wait_group", r"\bwarpgroup_mma_wait\s*\("),
+    ("gluon/language/nvidia/hopper/__init__", "fence_async_shared", "fence.proxy.async", r"\bfence_async_shared\s*\("),
+    ("gluon/language/nvidia/hopper/tma", "async_copy_global_to_shared", "cp.async.bulk.tensor", r"\btma\.async_copy_global_to_shared\s*\("),
+    ("gluon/language/nvidia/hopper/tma", "async_copy_shared_to_global", "cp.async.bulk.tensor", r"\btma\.async_copy_shared_to_global\s*\("),
+    ("gluon/language/nvidia/hopper/tma", "store_wait", "cp.async.bulk.wait_group", r"\btma\.store_wait\s*\("),
+    ("gluon/language/nvidia/hopper/tma", "async_atomic_add", "cp.reduce.async.bulk.tensor", r"\btma\.async_atomic_add\s*\("),
+    ("gluon/language/nvidia/ampere/mbarrier", "init", "mbarrier.init", r"\bmbarrier\.init\s*\("),
+    ("gluon/language/nvidia/ampere/mbarrier", "invalidate", "mbarrier.inval", r"\bmbarrier\.invalidate\s*\("),
+    ("gluon/language/nvidia/ampere/mbarrier", "wait", "mbarrier.try_wait", r"\bmbarrier\.wait\s*\("),
+    ("gluon/language/nvidia/ampere/mbarrier", "arrive", "mbarrier.arrive", r"\bmbarrier\.arrive\s*\("),
+    ("gluon/language/nvidia/hopper/mbarrier", "expect", "mbarrier.expect_tx", r"\bmbarrier\.expect\s*\("),
+    ("gluon/language/nvidia/hopper/mbarrier", "arrive", "mbarrier.arrive", r"\bmbarrier\.arrive\s*\("),
+    ("gluon/language/nvidia/ampere/async_copy", "async_copy_global_to_shared", "cp.async", r"\basync_copy\.async_copy_global_to_shared\s*\("),
+    ("gluon/language/nvidia/ampere/async_copy", "commit_group", "cp.async.commit_group", r"\basync_copy\.commit_group\s*\("),
+    ("gluon/language/nvidia/ampere/async_copy", "wait_group", "cp.async.wait_group", r"\basync_copy\.wait_group\s*\("),
+    ("gluon/language/nvidia/ampere/async_copy", "mbarrier_arrive", "cp.async.mbarrier.arrive", r"\basync_copy\.mbarrier_arrive\s*\("),
+    ("gluon/language/nvidia/ampere/__init__", "mma_v2", "mma", r"\bmma_v2\s*\("),
+    ("gluon/language/nvidia/blackwell/__init__", "tcgen05_mma", "tcgen05.mma", r"\btcgen05_mma\s*\("),
+    ("gluon/language/nvidia/blackwell/__init__", "tcgen05_mma_scaled", "tcgen05.mma", r"\btcgen05_mma_scaled\s*\("),
+    ("gluon/language/nvidia/blackwell/__init__", "tcgen05_commit", "tcgen05.commit", r"\btcgen05_commit\s*\("),
+    ("gluon/language/nvidia/blackwell/__init__", "tcgen05_copy", "tcgen05.cp", r"\btcgen05_copy\s*\("),
+    ("gluon/language/nvidia/blackwell/__init__", "allocate_tensor_memory", "tcgen05.alloc", r"\ballocate_tensor_memory\s*\("),
+    ("gluon/language/nvidia/blackwell/tma", "async_gather", "cp.async.bulk.tensor", r"\btma\.async_gather\s*\("),
+    ("gluon/language/nvidia/blackwell/tma", "async_scatter", "cp.async.bulk.tensor", r"\btma\.async_scatter\s*\("),
+    ("gluon/language/nvidia/blackwell/clc", "try_cancel", "clusterlaunchcontrol.try_cancel", r"\bclc\.try_cancel\s*\("),
+    ("gluon/language/nvidia/hopper/cluster", "barrier", "barrier.cluster", r"\bcluster\.barrier\s*\("),
+)  # fmt: skip
+_STOP_NAMES = frozenset(
+    """__init__ __call__ __new__ forward make make_fragment call apply load store copy
+    init wait arrive commit fence sync value values shape layout get set size type
+    run main kernel operator""".split()  # noqa: SIM905
+)
+USER_NAME_CAP = 400  # a wrapper name used in more chunks than this is too common to link by
+
+
+def norm(name: str) -> str:
+    """A PTX instruction, an nvvm op or an anchor as one key: ``cp.async.bulk.tensor`` and
+    ``cp_async_bulk_tensor`` and ``cp-async-bulk-tensor`` -> ``cp_async_bulk_tensor``."""
+    key = re.sub(r"[.\-:]+", "_", name.strip().lower())
+    return re.sub(r"_+", "_", key).strip("_")
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One row of a corpus's link artifact."""
+
+    key: str  # normalised instruction as written
+    raw: str
+    chunk_id: str
+    role: str  # "implements" (emits or wraps it) or "uses" (calls a wrapper of it)
+    how: str  # "asm", "string", "nvvm", "anchor", "intrinsic", "call"
+    via: str = ""  # the wrapper a user calls, the intrinsic's name
+    at: int = 0  # offset in the chunk's text (not stored): which definition holds it
+
+
+@dataclass
+class Link:
+    """A resolved link, for display: a chunk that implements or uses a PTX concept."""
+
+    concept: str  # the PTX name, e.g. wgmma.mma_async
+    role: str
+    group: str  # "ptx", "cutlass C++", "CuTeDSL", "triton/gluon", "examples", or a corpus
+    chunk: Chunk
+    how: str
+    via: str = ""
+    raw: str = ""
+    key: str = ""  # the instruction as the link stored it, normalised
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.chunk
+        return {
+            "type": "link",
+            "concept": self.concept,
+            "role": self.role,
+            "group": self.group,
+            "id": c.id,
+            "corpus": c.corpus,
+            "path": c.path,
+            "symbol": c.symbol,
+            "title": c.title,
+            "kind": c.kind,
+            "url": c.url,
+            "how": self.how,
+            "via": self.via,
+            "instruction": self.raw,
+            "arch": archmod.label(c),
+        }
+
+
+# --- building ---------------------------------------------------------------------
+
+
+def _strings_look_ptx(literal: str) -> bool:
+    return any(ch in literal for ch in "%;[{$")
+
+
+def extract(chunk: Chunk) -> list[Mention]:
+    """The instructions ``chunk`` emits or wraps (role ``implements``, or ``uses`` for an
+    example or tutorial): PTX in string literals, nvvm ops, PTX manual anchors, Gluon
+    intrinsics. Callers of wrappers are found by ``build`` afterwards."""
+    if chunk.language not in _CODE:
+        return []
+    role = "uses" if chunk.kind in _EXAMPLE_KINDS else "implements"
+    found: dict[tuple[str, str], Mention] = {}
+
+    def add(raw: str, how: str, via: str = "", key: str | None = None, at: int = 0) -> None:
+        k = key or norm(raw)
+        if k and (k, how) not in found:
+            found[(k, how)] = Mention(k, raw, chunk.id, role, how, via, at)
+
+    text = chunk.text
+    in_asm = "asm" in text  # inline_asm, asm volatile, inline_asm_elementwise
+    for lit in _STRING_RE.finditer(text):
+        body = lit.group(0)[1:-1]
+        looks = _strings_look_ptx(body)
+        for m in _INSTR_RE.finditer(body):
+            if m.group("op") in _DISTINCT or looks:
+                add(m.group(0), "asm" if in_asm else "string", at=lit.start())
+        if looks and in_asm:
+            for m in _BARE_RE.finditer(body):
+                add(m.group(0), "asm", at=lit.start())
+    if chunk.language == "python":
+        for m in _NVVM_RE.finditer(text):
+            name = m.group("name")
+            if name.startswith(_NVVM_SKIP):
+                continue
+            add(f"nvvm.{name}", "nvvm", key=norm(_NVVM_ALIASES.get(name, name)), at=m.start())
+        for path_part, name, ptx, _ in INTRINSICS:
+            if path_part in chunk.path and name in chunk.defines:
+                add(ptx, "intrinsic", via=name)
+    for m in _ANCHOR_RE.finditer(text):
+        key = _anchor_key(m.group("anchor"))
+        if key:
+            add(m.group("anchor"), "anchor", key=key, at=m.start())
+    return list(found.values())
+
+
+def _anchor_key(anchor: str) -> str:
+    """The instruction a PTX manual anchor names: ``...-instructions-cp-async-bulk-tensor``
+    -> ``cp_async_bulk_tensor``; ``tcgen05-mma-instructions-mma`` -> ``tcgen05_mma``."""
+    if "instructions-" not in anchor and "instruction-" not in anchor:
+        return ""
+    head = anchor.split("-", 1)[0]
+    tail = re.split(r"instructions?-", anchor)[-1]
+    if tail.split("-", 1)[0] not in PTX_OPCODES:
+        return ""
+    if head in PTX_OPCODES and head != tail.split("-", 1)[0]:
+        tail = f"{head}-{tail}"
+    return norm(tail)
+
+
+def _is_distinct_name(name: str) -> bool:
+    bare = name.strip("_")
+    if len(bare) < 6 or name.startswith("__") or name.lower() in _STOP_NAMES:
+        return False
+    return (
+        "_" in bare
+        or any(ch.isdigit() for ch in bare)
+        or re.search(r"[a-z][A-Z]", bare) is not None
+    )
+
+
+def _owners(chunk: Chunk, at: int) -> list[str]:
+    """The distinctive names ``chunk`` defines whose definition holds offset ``at``: in a
+    chunk of several small functions, an instruction belongs to the one it is written in."""
+    names = [n for n in chunk.defines if _is_distinct_name(n)]
+    if len(chunk.defines) <= 1:
+        return names
+    starts = []
+    for name in names:
+        m = re.search(rf"(?<![\w.]){re.escape(name)}\b", chunk.text)
+        if m is not None:
+            starts.append((m.start(), name))
+    before = [s for s in starts if s[0] <= at]
+    return [max(before)[1]] if before else []
+
+
+def build(cache: CorpusCache) -> int:
+    """(Re)build the link artifact of one corpus from its chunks; the number of links."""
+    mentions: list[Mention] = []
+    # name -> [(key, chunk id, path)], per language family: a Python wrapper's callers
+    # are Python, a C++ atom's are C++
+    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
+    chunk_paths: dict[str, str] = {}
+    intrinsic_calls: list[tuple[re.Pattern[str], str, str]] = []
+    for path_part, name, ptx, call in INTRINSICS:
+        intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
+    present_intrinsics: set[str] = set()
+    rows = list(
+        cache.iter_rows(
+            "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+        )
+    )
+    for row in rows:
+        chunk = Chunk(
+            corpus=cache.corpus,
+            path=row[2],
+            start_line=row[3],
+            end_line=row[4],
+            text=row[9] or "",
+            symbol=row[5] or "",
+            defines=tuple((row[6] or "").split()),
+            language=row[7] or "text",
+            kind=row[8] or "source",
+        )
+        chunk_paths[chunk.id] = chunk.path
+        for m in extract(chunk):
+            mentions.append(m)
+            if m.how == "intrinsic":
+                present_intrinsics.add(m.key)
+            if m.role != "implements" or m.how == "intrinsic":
+                continue
+            for name in _owners(chunk, m.at):
+                family = (chunk.language == "python", name)
+                implementers.setdefault(family, []).append((m.key, chunk.id, chunk.path))
+    mentions.extend(_users(rows, cache.corpus, implementers, intrinsic_calls, present_intrinsics))
+    _write(cache, mentions)
+    return len(mentions)
+
+
+def _users(
+    rows: list[tuple[Any, ...]],
+    corpus: str,
+    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
+    intrinsic_calls: list[tuple[re.Pattern[str], str, str]],
+    present_intrinsics: set[str],
+) -> Iterator[Mention]:
+    """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic; then
+    the examples that call a library helper which calls a wrapper (a Hopper GEMM example
+    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
+    by_row: dict[str, tuple[Any, ...]] = {}
+    first = list(_calls(rows, corpus, implementers, by_row))
+    for row in rows:
+        text = row[9] or ""
+        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
+        for pattern, key, via in intrinsic_calls:
+            if key in present_intrinsics and pattern.search(text):
+                yield Mention(key, via.rsplit(":", 1)[1], ident, "uses", "call", via)
+    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
+    for mention in first:
+        yield mention
+        row = by_row[mention.chunk_id]
+        if (row[8] or "source") in _EXAMPLE_KINDS or (row[8] or "") == "test":
+            continue
+        names = [n for n in (row[6] or "").split() if _is_distinct_name(n)]
+        if len(names) > 3:
+            continue  # a chunk of many small definitions: which one calls it is unclear
+        python = (row[7] or "") in ("python", "notebook")
+        for name in names:
+            if (python, name) not in implementers:
+                entry = (mention.key, mention.chunk_id, row[2])
+                helpers.setdefault((python, name), []).append(entry)
+    examples = [r for r in rows if (r[8] or "") in _EXAMPLE_KINDS]
+    for mention in _calls(examples, corpus, helpers, {}):
+        yield Mention(mention.key, mention.raw, mention.chunk_id, "uses", "call2", mention.via)
+
+
+def _calls(
+    rows: list[tuple[Any, ...]],
+    corpus: str,
+    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
+    by_row: dict[str, tuple[Any, ...]],
+) -> Iterator[Mention]:
+    uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
+    counts: dict[tuple[bool, str], int] = {}
+    for row in rows:
+        language = row[7] or ""
+        if language not in _CODE and language != "notebook":
+            continue
+        python = language in ("python", "notebook")
+        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
+        seen: dict[tuple[bool, str], str | None] = {}
+        for m in _IDENT_RE.finditer(row[9] or ""):
+            name = (python, m.group("name"))
+            if name in implementers and (name not in seen or seen[name] is None):
+                seen[name] = m.group("qual")
+        defined = set((row[6] or "").split())
+        called = [(n, q) for n, q in seen.items() if n[1] not in defined]
+        for n, _ in called:
+            counts[n] = counts.get(n, 0) + 1
+        if called:
+            uses[ident] = called
+            by_row[ident] = row
+    for ident, called in uses.items():
+        path = ident.split(":", 2)[1]
+        for name, qual in called:
+            if counts.get(name, 0) > USER_NAME_CAP:
+                continue
+            keys = _disambiguate(implementers[name], qual, path)
+            for key in sorted(k for k in keys if _fits_family(k, path)):
+                yield Mention(key, name[1], ident, "uses", "call", name[1])
+
+
+def _disambiguate(targets: list[tuple[str, str, str]], qual: str | None, path: str) -> set[str]:
+    """The keys a call of a name means. The same name in two modules (warpgroup and
+    tcgen05 both have ``MmaF16BF16Op``): the caller's qualifier says which, else the
+    architecture of the caller's path (a ``hopper/`` example means the sm90 one)."""
+    keys = {k for k, _, _ in targets}
+    if len(keys) <= 1 or len({p for _, _, p in targets}) <= 1:
+        return keys
+    if qual:
+        chosen = {k for k, _, p in targets if f"/{qual}/" in p or p.endswith(f"/{qual}.py")}
+        if chosen:
+            return chosen
+    mine = _loose_arch(path)
+    if mine:
+        # an implementer's architecture: its path's and its instruction's (wgmma: sm90)
+        return {k for k, _, p in targets if _loose_arch(f"{p} {k}") & mine}
+    return set()
+
+
+_LOOSE_ARCH = re.compile(r"sm_?(\d{2,3})|(ampere|hopper|blackwell|wgmma|gmma|tcgen05|umma)", re.I)
+_ARCH_OF_WORD = {
+    "ampere": 80, "hopper": 90, "blackwell": 100, "wgmma": 90, "gmma": 90, "tcgen05": 100,
+    "umma": 100,
+}  # fmt: skip
+
+
+def _fits_family(key: str, path: str) -> bool:
+    """A family-only instruction (wgmma: sm_90a, tcgen05: sm_100a) is not what code for
+    another family calls: a Blackwell example's ``make_trivial_tiled_mma`` is not WGMMA."""
+    own = {n // 10 for n in _loose_arch(key.split("_", 1)[0])}
+    if not own or key.split("_", 1)[0] not in ("wgmma", "tcgen05"):
+        return True
+    caller = {n // 10 for n in _loose_arch(path)}
+    return not caller or bool(own & caller)
+
+
+def _loose_arch(text: str) -> set[int]:
+    """Architectures a path names, inside words too (``hopper_helpers.py``, ``mma_sm90``)."""
+    found = set()
+    for num, word in _LOOSE_ARCH.findall(text):
+        found.add(int(num) if num else _ARCH_OF_WORD[word.lower()])
+    return found
+
+
+def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
+    path = cache.directory / LINKS_FILE
+    # a name of its own: two readers that find the artifact stale may build it at once
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp)
+    try:
+        db.executescript(
+            "CREATE TABLE links(key TEXT, raw TEXT, chunk_id TEXT, role TEXT, how TEXT, via TEXT);"
+            "CREATE TABLE info(key TEXT PRIMARY KEY, value TEXT);"
+        )
+        db.executemany(
+            "INSERT INTO links VALUES(?,?,?,?,?,?)",
+            [(m.key, m.raw, m.chunk_id, m.role, m.how, m.via) for m in mentions],
+        )
+        db.execute("CREATE INDEX links_key ON links(key)")
+        db.execute("CREATE INDEX links_chunk ON links(chunk_id)")
+        db.execute(
+            "INSERT INTO info VALUES('generation', ?)", (cache.get_info("generation") or "",)
+        )
+        db.commit()
+    finally:
+        db.close()
+    tmp.replace(path)
+
+
+def table(cache: CorpusCache) -> sqlite3.Connection:
+    """The corpus's link table, rebuilt first when it is missing or older than the cache."""
+    path = cache.directory / LINKS_FILE
+    generation = cache.get_info("generation") or ""
+    if path.exists():
+        db = sqlite3.connect(path)
+        row = db.execute("SELECT value FROM info WHERE key='generation'").fetchone()
+        if row and row[0] == generation:
+            return db
+        db.close()
+    build(cache)
+    return sqlite3.connect(path)
+
+
+# --- resolving --------------------------------------------------------------------
+
+
+@dataclass
+class Vocabulary:
+    """The PTX names the ``ptx`` corpus defines, by key (``wgmma_mma_async`` ->
+    ``wgmma.mma_async``); empty when the PTX manual is not indexed."""
+
+    names: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, store: Store) -> Vocabulary:
+        if PTX_CORPUS not in store.corpora():
+            return cls()
+        cache = store.synced_cache(PTX_CORPUS)
+        names: dict[str, str] = {}
+        for name in cache.defined_names():
+            first = name.split(".", 1)[0].lower()
+            if ("." in name and first in PTX_OPCODES) or name.lower() in PTX_OPCODES:
+                names.setdefault(norm(name), name)
+        return cls(names)
+
+    def resolve(self, key: str, how: str = "") -> str | None:
+        """The concept (key of the most specific PTX name) a link's key belongs to."""
+        if not self.names:
+            return None  # no PTX manual indexed: no section to link to
+        if key not in self.names:
+            # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
+            # shortest PTX name it begins
+            longer = sorted((k for k in self.names if k.startswith(key + "_")), key=len)
+            if longer:
+                return longer[0]
+        parts = key.split("_")
+        for n in range(len(parts), 0, -1):
+            candidate = "_".join(parts[:n])
+            if candidate in self.names:
+                return candidate
+        return None
+
+    def name(self, key: str) -> str:
+        return self.names.get(key, key.replace("_", "."))
+
+    def concept_of(self, topic: str) -> str | None:
+        key = norm(topic)
+        return key if key in self.names else self.resolve(key)
+
+
+def group_of(chunk: Chunk) -> str:
+    if chunk.corpus == PTX_CORPUS:
+        return "ptx"
+    if chunk.kind in _EXAMPLE_KINDS:
+        return "examples"
+    if chunk.corpus == "cutlass":
+        return "CuTeDSL" if chunk.language == "python" else "cutlass C++"
+    if chunk.corpus == "triton":
+        return "triton/gluon"
+    return chunk.corpus
+
+
+GROUP_ORDER = ("ptx", "cutlass C++", "CuTeDSL", "triton/gluon", "examples")
+_HOW_RANK = {"asm": 0, "intrinsic": 0, "nvvm": 1, "anchor": 2, "call": 3, "call2": 4, "string": 5}
+
+
+def _rows_for(db: sqlite3.Connection, key: str) -> Iterable[tuple[str, str, str, str, str, str]]:
+    """Rows whose key is ``key``, extends it, or (an anchor cut short) is a prefix of it."""
+    parts = key.split("_")
+    prefixes = ["_".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    marks = ",".join("?" * len(prefixes))
+    return db.execute(
+        "SELECT key, raw, chunk_id, role, how, via FROM links WHERE key IN "
+        f"({marks}) OR (key >= ? AND key < ?)",
+        (*prefixes, key + "_", key + "`"),
+    )
+
+
+def for_concepts(
+    store: Store,
+    concepts: Iterable[str],
+    corpora: Iterable[str] | None = None,
+    target: int | None = None,
+    vocab: Vocabulary | None = None,
+) -> list[Link]:
+    """Every link to these concepts (PTX keys) in the indexed non-PTX corpora, best first."""
+    vocab = vocab or Vocabulary.of(store)
+    needs = archmod.Resolver(store)
+    wanted = [c for c in dict.fromkeys(concepts) if c]
+    out: list[Link] = []
+    for corpus in corpora or store.corpora():
+        if corpus == PTX_CORPUS:
+            continue
+        cache = store.synced_cache(corpus)
+        db = table(cache)
+        try:
+            hits: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
+            for concept in wanted:
+                for key, raw, chunk_id, role, how, via in _rows_for(db, concept):
+                    if vocab.resolve(key, how) != concept:
+                        continue
+                    previous = hits.get((concept, chunk_id))
+                    if previous is None or _HOW_RANK[how] < _HOW_RANK[previous[1]]:
+                        hits[(concept, chunk_id)] = (role, how, via, raw, key)
+        finally:
+            db.close()
+        chunks = cache.chunks_by_ids(sorted({cid for _, cid in hits}))
+        for (concept, chunk_id), (role, how, via, raw, key) in hits.items():
+            chunk = chunks.get(chunk_id)
+            if chunk is None or not archmod.accepts(chunk, target, needs):
+                continue
+            out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key))
+    out.sort(key=_link_order)
+    return out
+
+
+def _link_order(link: Link) -> tuple[Any, ...]:
+    group = GROUP_ORDER.index(link.group) if link.group in GROUP_ORDER else len(GROUP_ORDER)
+    return (
+        group,
+        0 if link.role == "implements" else 1,
+        _HOW_RANK.get(link.how, 5),
+        link.chunk.path.count("/"),
+        link.chunk.path,
+        link.chunk.start_line,
+    )
+
+
+def concepts_of_chunk(store: Store, chunk: Chunk, vocab: Vocabulary | None = None) -> list[str]:
+    """The PTX concepts a chunk documents (a PTX section), emits, wraps or calls a wrapper of."""
+    vocab = vocab or Vocabulary.of(store)
+    if chunk.corpus == PTX_CORPUS:
+        keys = [norm(d) for d in chunk.defines]
+        return [k for k in dict.fromkeys(keys) if k in vocab.names]
+    cache = store.synced_cache(chunk.corpus)
+    db = table(cache)
+    try:
+        rows = db.execute(
+            "SELECT key, how, role FROM links WHERE chunk_id=? ORDER BY role", (chunk.id,)
+        ).fetchall()
+    finally:
+        db.close()
+    # what the chunk itself emits or wraps says what it is; its calls only when it has none
+    own = [(key, how) for key, how, role in rows if role == "implements"]
+    rows = own or [(key, how) for key, how, _ in rows]
+    out: list[str] = []
+    for key, how in rows:
+        concept = vocab.resolve(key, how)
+        if concept and concept not in out:
+            out.append(concept)
+    return out
+
+
+def sections(
+    store: Store, concepts: Iterable[str], vocab: Vocabulary, target: int | None = None
+) -> list[Link]:
+    """The PTX sections documenting these concepts (the first definition of each)."""
+    from . import symbols
+
+    if PTX_CORPUS not in store.corpora():
+        return []
+    cache = store.synced_cache(PTX_CORPUS)
+    out: list[Link] = []
+    for concept in concepts:
+        name = vocab.name(concept)
+        for _, chunk in symbols.rank(cache, name)[:1]:
+            if archmod.accepts(chunk, target, archmod.Resolver(store)):
+                out.append(Link(name, "documents", "ptx", chunk, "section", "", name))
+    return out
+
+
+def pick(links: list[Link], per_group: int = 3, per_file: int = 1) -> list[Link]:
+    """At most ``per_group`` links of each group, ``per_file`` of each file: a header with
+    eighty WGMMA atoms is one entry, not eighty."""
+    shown: list[Link] = []
+    groups: dict[str, int] = {}
+    files: dict[tuple[str, str, str], int] = {}
+    for link in links:
+        fkey = (link.group, link.chunk.corpus, link.chunk.path)
+        if groups.get(link.group, 0) >= per_group or files.get(fkey, 0) >= per_file:
+            continue
+        groups[link.group] = groups.get(link.group, 0) + 1
+        files[fkey] = files.get(fkey, 0) + 1
+        shown.append(link)
+    return shown
+
+
+def render_lines(links: list[Link], total: int | None = None, urls: bool = True) -> list[str]:
+    """The "implemented by / used in" block: one heading per group, one line per link."""
+    if not links:
+        return []
+    lines = ["implemented by / used in:"]
+    group = None
+    for link in links:
+        if link.group != group:
+            group = link.group
+            lines.append(f"  {group}:")
+        label = link.chunk.symbol or link.chunk.title or link.via
+        arch = archmod.label(link.chunk)
+        via = link.via.rsplit(":", 1)[-1]
+        what = f"{link.role} {link.concept}" + (f" via {via}" if via and via != label else "")
+        lines.append(
+            f"    {link.chunk.id}  {label[:60]}  [{what}{', ' + arch if arch else ''}]"
+            + (f"  {link.chunk.url}" if link.chunk.url and urls else "")
+        )
+    if total is not None and total > len(links):
+        lines.append(f"  ({total - len(links)} more links; `ctxkernel related ID` for one hit's)")
+    return lines
