@@ -10,7 +10,8 @@ busy machine slows them alike. Reports p50/p95/mean of the client-side wall time
     python bench/mcp_latency.py --index-dir INDEX --baseline MAIN_CHECKOUT \\
         --queries bench/queries/eval-dev.jsonl --queries bench/queries/eval-test.jsonl -n 120
 
-Queries go to all indexed corpora (no ``corpus`` argument) with k=10 unless
+``--baseline-index-dir`` gives the baseline server its own index (same corpora and mirror
+commits) where the store format changed between the two trees. Queries go to all indexed corpora (no ``corpus`` argument) with k=10 unless
 ``--per-corpus`` sends each query's own corpus.
 """
 
@@ -75,9 +76,14 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         sessions: dict[str, ClientSession] = {}
         for name, root in trees:
             env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+            index = (
+                args.baseline_index_dir
+                if name == "baseline" and args.baseline_index_dir
+                else args.index_dir
+            )
             params = StdioServerParameters(
                 command=sys.executable,
-                args=["-m", "ctxkernel", "mcp", "--index-dir", str(Path(args.index_dir).resolve())],
+                args=["-m", "ctxkernel", "mcp", "--index-dir", str(Path(index).resolve())],
                 env=env,
                 cwd=str(root),
             )
@@ -132,6 +138,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--index-dir", required=True)
     p.add_argument("--baseline", help="another checkout's root to measure beside this one")
+    p.add_argument(
+        "--baseline-index-dir",
+        help="the baseline's own index (a tree from before a store format change cannot read ours)",
+    )
     p.add_argument("--queries", action="append", required=True)
     p.add_argument("-n", type=int, default=100, help="queries sampled (seeded)")
     p.add_argument("--warm", type=int, default=5, help="untimed searches per server first")

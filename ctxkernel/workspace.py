@@ -123,7 +123,7 @@ class Workspace:
         embed: str | None = None,
     ) -> None:
         """``embed``: the embedder to index with ("static", "minilm" or a model directory;
-        default from env CTXKERNEL_EMBED or config.toml, else minilm). Given here, a search
+        default from env CTXKERNEL_EMBED or config.toml, else static). Given here, a search
         also insists on it: a corpus built with another one is an error."""
         self.settings = config.resolve(index_dir, chroma_url)
         self.store = Store(self.settings.index_dir, self.settings.chroma_url)

@@ -54,8 +54,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedders_dir
     monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("CTXKERNEL_CHROMA_URL", raising=False)
-    # tests index with the static embedder's tiny recipe (seconds); the default itself
-    # (MiniLM) is what tests/retrieval/test_embed.py checks with this variable unset
+    # tests index with the static embedder's tiny recipe (seconds), whatever the default;
+    # the default itself is what tests/retrieval/test_embed.py checks with this unset
     monkeypatch.setenv("CTXKERNEL_EMBED", "static")
     monkeypatch.setenv("CTXKERNEL_EMBEDDERS_DIR", str(embedders_dir))
     monkeypatch.setenv("CTXKERNEL_STATIC_RECIPE", "tiny")

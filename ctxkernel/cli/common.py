@@ -44,9 +44,9 @@ def embed_option(func: F) -> F:
         "embed",
         default=None,
         metavar="EMBEDDER",
-        help="Embedder: 'minilm' (default: the bundled transformer), 'static' (distilled offline "
-        "from it, no torch at search time, ~15x faster to index on a CPU, a little lower recall) "
-        "or a local sentence-transformers model directory; env CTXKERNEL_EMBED.",
+        help="Embedder: 'static' (default; distilled offline from the bundled MiniLM, no torch at "
+        "search time, ~13x faster to index on a CPU), 'minilm' (the transformer itself) or a "
+        "local sentence-transformers model directory; env CTXKERNEL_EMBED.",
     )(func)
 
 

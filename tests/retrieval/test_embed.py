@@ -61,13 +61,13 @@ def test_a_module_docstring_piece_is_embedded_as_prose() -> None:
     assert len(embed_text(glue_piece)) <= GLUE_CHARS + 200
 
 
-def test_minilm_is_the_default_and_static_the_fast_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_static_is_the_default_and_minilm_the_quality_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CTXKERNEL_EMBED", raising=False)
-    assert get_embedder().kind == "transformer"
-    assert get_embedder().key == get_embedder("minilm").key == "all-MiniLM-L6-v2@128"
-    monkeypatch.setenv("CTXKERNEL_EMBED", "static")
     assert get_embedder().kind == "static"
-    assert get_embedder("minilm").kind == "transformer"  # the argument wins over the env
+    assert get_embedder("minilm").key == "all-MiniLM-L6-v2@128"
+    monkeypatch.setenv("CTXKERNEL_EMBED", "minilm")
+    assert get_embedder().kind == "transformer"
+    assert get_embedder("static").kind == "static"  # the argument wins over the env
 
 
 def test_static_vectors_match_model2vec_and_identifiers_are_tokens() -> None:
