@@ -9,6 +9,7 @@ and the searcher ranks a chunk that is mostly listing a little lower.
 
 from __future__ import annotations
 
+import functools
 import re
 
 _LISTING = re.compile(
@@ -22,6 +23,7 @@ _LINK = re.compile(r"\]\(|<a href=|:doc:`|:ref:`")
 MIN_LINES = 8
 
 
+@functools.lru_cache(maxsize=8192)  # the same hits come back across a server's queries
 def listing_share(text: str) -> float:
     """The share of a chunk's non-blank lines that are listing; 0 for short chunks."""
     lines = [line for line in text.splitlines() if line.strip()]

@@ -172,17 +172,35 @@ def _value_words(words: list[str]) -> int:
     return sum(1 for w in words if w.isdigit() or (any(c.isdigit() for c in w) and len(w) <= 6))
 
 
-def match(text: str, message: str) -> tuple[float, int]:
+@dataclass(frozen=True)
+class Message:
+    """A message's words, as ``match`` compares them: computed once per search, not once
+    per pooled chunk."""
+
+    words: list[str]
+    vocabulary: frozenset[str]
+    content: list[str]  # the words worth looking for: longer than 2, not numbers
+    plain: list[str]  # content words without digits (runtime values rarely are in source)
+
+
+def prepare(message: str) -> Message:
+    words = message_words(message)
+    vocabulary = frozenset(words)
+    content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
+    plain = [w for w in content if not any(c.isdigit() for c in w)] or content
+    return Message(words, vocabulary, content, plain)
+
+
+def match(text: str, message: str | Message) -> tuple[float, int]:
     """(score, line offset) of the chunk ``text``'s best site for ``message``; score 0
     when no site accounts for enough of it."""
-    words = message_words(message)
+    prepared = message if isinstance(message, Message) else prepare(message)
+    words, vocabulary, content = prepared.words, prepared.vocabulary, prepared.content
     if len(words) < 2:
         return 0.0, -1
-    vocabulary = set(words)
     # most pooled chunks share a few words with the message, not most of its text
-    content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
     low = text.lower()
-    plain = [w for w in content if not any(c.isdigit() for c in w)] or content
+    plain = prepared.plain
     if sum(1 for w in plain if w in low) < max(2, 0.5 * len(plain)):
         return 0.0, -1
     best, where = 0.0, -1

@@ -471,9 +471,10 @@ def _raise_sites(
     for _, name, row in pool:
         by_corpus.setdefault(name, []).append(row)
     scored: list[tuple[float, int, str, int]] = []
+    prepared = raises.prepare(message)
     for name, rows in by_corpus.items():
         for row, chunk in caches[name].chunks_by_rows(rows).items():
-            share, _ = raises.match(chunk.text, message)
+            share, _ = raises.match(chunk.text, prepared)
             if share > 0:
                 scored.append((-share, len(scored), name, row))
     scored.sort()
