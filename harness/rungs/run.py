@@ -66,7 +66,9 @@ class RunRung:
                 result = compare(leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype))
                 if result.nonfinite:
                     reason = f"the output has {result.nonfinite} NaN/Inf element(s) where the reference is finite"
-                    if ctx.inputs.slots:  # the data's own output tensor(s), poisoned before each call
+                    if (
+                        ctx.inputs.slots
+                    ):  # the data's own output tensor(s), poisoned before each call
                         reason += (
                             " (the provided output tensor holds NaN before each call: like torch.empty's,"
                             " its content is undefined; write every element, and zero it before"
