@@ -144,6 +144,7 @@ def _phases(doc: dict[str, Any], wall: float) -> dict[str, Any]:
         "ok": doc.get("ok"),
         "workers": (doc.get("environment") or {}).get("workers"),
         "bench_status": bench.get("status"),
+        "rung_s": (doc.get("environment") or {}).get("rung_s"),
     }
 
 

@@ -1,7 +1,7 @@
 """Kernel records: what the GPU itself says ran, and for how long (torch.profiler's CUPTI records).
 
 A second clock beside CUDA events. ``KernelRecorder`` is a context manager around
-``torch.profiler.profile(activities=[CUDA])``: on exit (after a full device synchronise)
+torch's Kineto profiler with GPU activities only (``cuda_profiler``): on exit (after a full device synchronise)
 ``records`` holds one ``KernelRecord`` per GPU activity -- kernels, memcpys, memsets --
 with its name, stream and start/end on the profiler's clock (nanoseconds). Nothing here
 needs ``cupti-python``: torch's own Kineto/CUPTI build collects the records.
@@ -29,11 +29,21 @@ _sleep = torch.cuda._sleep  # captured before any candidate code runs
 _synchronize = torch.cuda.synchronize
 
 try:  # captured before any candidate code runs
-    from torch.profiler import ProfilerActivity as _Activity
-    from torch.profiler import profile as _profile
+    from torch.autograd.profiler import profile as _profile
 except Exception:  # pragma: no cover - a torch without the profiler
-    _Activity = None  # type: ignore[assignment,misc]
     _profile = None  # type: ignore[assignment,misc]
+
+
+def cuda_profiler() -> Any:
+    """torch's Kineto profiler recording GPU activity only (what
+    ``torch.profiler.profile(activities=[CUDA])`` builds inside), or None without one.
+
+    Not ``torch.profiler.profile`` itself: its start asks ``hasattr(torch, "_inductor")``,
+    which imports inductor and dynamo -- about 3 s in every fresh worker, each check -- and
+    dynamo rebinds torch's RNG functions as it loads."""
+    if _profile is None:
+        return None
+    return _profile(use_cpu=False, use_device="cuda", use_kineto=True)
 
 
 @dataclass(frozen=True)
@@ -142,7 +152,7 @@ def _from_function_events(events: Iterable[Any]) -> list[KernelRecord]:
 
 def available() -> tuple[bool, str]:
     """Whether records can be collected here (a CUDA device and torch's profiler)."""
-    if _profile is None or _Activity is None:
+    if _profile is None:
         return False, "torch has no profiler"
     if not torch.cuda.is_available():
         return False, "no CUDA device"
@@ -165,7 +175,7 @@ class KernelRecorder:
             return self
         try:
             _synchronize()
-            self._prof = _profile(activities=[_Activity.CUDA])
+            self._prof = cuda_profiler()
             self._prof.__enter__()
         except Exception as exc:
             self._prof = None
@@ -182,10 +192,10 @@ class KernelRecorder:
             self.error = f"the profiler did not stop: {type(error).__name__}: {error}"[:300]
             return
         try:
-            results = getattr(self._prof.profiler, "kineto_results", None)
+            results = getattr(self._prof, "kineto_results", None)
             records = _from_kineto(results) if results is not None else []
             if not records:
-                records = _from_function_events(self._prof.events())
+                records = _from_function_events(self._prof.function_events)
         except Exception as error:
             self.error = f"reading the records failed: {type(error).__name__}: {error}"[:300]
             return
@@ -261,6 +271,7 @@ __all__ = [
     "KernelRecorder",
     "available",
     "busy_ns",
+    "cuda_profiler",
     "launch_gap_ns",
     "mark",
     "span_ns",

@@ -33,11 +33,12 @@ _DEFS = re.compile(r"(?:__global__[^(]*?\b|def\s+)([A-Za-z_][A-Za-z0-9_]*)\s*\("
 
 
 def kernel_profiler() -> Any:
-    """A torch.profiler context recording CUDA kernels only (None when unavailable)."""
+    """A profiler context recording CUDA kernels only (None when unavailable); see
+    ``kernelrecords.cuda_profiler`` for why it is not ``torch.profiler.profile``."""
     try:
-        from torch.profiler import ProfilerActivity, profile
+        from .kernelrecords import cuda_profiler
 
-        return profile(activities=[ProfilerActivity.CUDA])
+        return cuda_profiler()
     except Exception:
         return None
 
@@ -48,7 +49,7 @@ def kernel_records(prof: Any) -> list[list[Any]]:
     try:
         from torch.autograd import DeviceType
 
-        events = list(prof.events())
+        events = list(prof.function_events)
     except Exception:
         return []
     for event in events:

@@ -70,6 +70,7 @@ class Ladder:
         results: list[RungResult] = []
         earlier = Earlier()
         stopped = False
+        rung_s: dict[str, float] = {}  # where a verdict's seconds go, rung by rung
         for rung in self.rungs:
             enabled = getattr(rung, "enabled", None)
             if enabled is not None and not enabled(ctx):
@@ -77,6 +78,7 @@ class Ladder:
             if stopped:
                 results.append(RungResult.not_run(rung))
                 continue
+            rung_started = time.monotonic()
             try:
                 result = rung.run(ctx, earlier)
             except UsageError:
@@ -87,15 +89,23 @@ class Ladder:
                     f"harness error in {rung.name}: {type(exc).__name__}: {exc}",
                     details={"traceback": traceback.format_exc()[-3000:]},
                 )
+            rung_s[rung.name] = round(time.monotonic() - rung_started, 3)
             results.append(result)
             earlier.add(result.output)
             if result.ok is False and rung.gating:
                 stopped = True
+        closing = time.monotonic()
         ctx.close()
-        return self._verdict(ctx, results, earlier, time.monotonic() - started)
+        rung_s["(close)"] = round(time.monotonic() - closing, 3)
+        return self._verdict(ctx, results, earlier, time.monotonic() - started, rung_s)
 
     def _verdict(
-        self, ctx: LadderContext, results: list[RungResult], earlier: Earlier, wall: float
+        self,
+        ctx: LadderContext,
+        results: list[RungResult],
+        earlier: Earlier,
+        wall: float,
+        rung_s: dict[str, float],
     ) -> Verdict:
         import torch
 
@@ -107,6 +117,7 @@ class Ladder:
             "host": platform.node(),
         }
         env["reference_precision"] = REFERENCE_PRECISION_FLAGS
+        env["rung_s"] = rung_s
         if ctx.device == "cuda" and torch.cuda.is_available():
             env.setdefault("gpu", torch.cuda.get_device_name(0))
         interpreter = bool(env.get("triton_interpreter")) or ctx.backend.interpreted_on(ctx.device)

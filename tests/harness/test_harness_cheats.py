@@ -140,3 +140,7 @@ def test_state_one_candidate_leaves_does_not_reach_the_next(private_tmp: None) -
         assert verdict.failed_rung is None, verdict.feedback()
     assert verdicts[1].environment["workers"]["forked"] >= 1, verdicts[1].environment
     assert not [p for p in PLANTS if os.path.exists(p)]
+    # where the seconds went, rung by rung: every rung that ran is timed, within the wall
+    spent = verdicts[1].environment["rung_s"]
+    ran = [r.name for r in verdicts[1].rungs if r.ok is not None]
+    assert set(ran) <= set(spent) and sum(spent.values()) <= verdicts[1].wall_s + 0.01

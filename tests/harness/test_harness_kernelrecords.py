@@ -6,6 +6,10 @@ The record lists are built by hand in the shape torch.profiler returns (markers 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -92,3 +96,36 @@ def test_kernel_recorder_sees_a_kernel_on_the_gpu() -> None:
         work = [r for r in window if not r.is_marker]
         assert len(work) == 1 and work[0].kind == "kernel"
         assert span_ns(window) > 0
+
+
+_PROBE = """
+import sys, torch
+from harness import kernelrecords, library_share
+if sys.argv[1] == "ours" and torch.cuda.is_available():  # what the worker and the witness use
+    with kernelrecords.cuda_profiler(), library_share.kernel_profiler():
+        torch.ones(4, device="cuda").add_(1)
+elif sys.argv[1] == "ours":  # no GPU: the same entry point, recording the CPU instead
+    with kernelrecords._profile(use_cpu=True, use_kineto=True):
+        torch.ones(4).add_(1)
+print(sorted(m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules))
+"""
+
+
+def _modules_a_profiler_imports(which: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, which],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_the_kernel_profiler_does_not_import_inductor_or_dynamo() -> None:
+    """Regression (issue 14, measured on the H200): ``torch.profiler.profile`` asks
+    ``hasattr(torch, "_inductor")`` when it starts, which imports inductor and dynamo --
+    seconds in every fresh worker, added to each check's anti-cheat and benchmark rungs.
+    The profiler the harness uses must not."""
+    assert _modules_a_profiler_imports("ours") == "[]"
