@@ -629,7 +629,7 @@ def _unchanged(original: tuple[Any, ...]) -> bool:
 
 def _dynamo_rewrap(current: Any, original: Any) -> bool:
     """Whether ``current`` is PyTorch's own wrapper of ``original``: importing
-    ``torch._dynamo`` (``torch.profiler`` does on first use) rebinds ``torch.manual_seed``
+    ``torch._dynamo`` (``torch.profiler.profile`` does on first use, ``torch.compile`` too) rebinds ``torch.manual_seed``
     and other RNG functions to ``torch._disable_dynamo(original)``, a closure over the
     original. Accepted only when the wrapper's code is that closure's (candidate frames
     cannot make code objects), it closes over the untouched original, and the disable

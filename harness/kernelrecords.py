@@ -1,4 +1,4 @@
-"""Kernel records: what the GPU itself says ran, and for how long (torch.profiler's CUPTI records).
+"""Kernel records: what the GPU itself says ran, and for how long (torch's Kineto/CUPTI records).
 
 A second clock beside CUDA events. ``KernelRecorder`` is a context manager around
 torch's Kineto profiler with GPU activities only (``cuda_profiler``): on exit (after a full device synchronise)

@@ -4,7 +4,7 @@
 launches a Triton copy while ``torch.mm`` computes the result. So one call (the anti-cheat
 rung's, on the largest checked shape) is measured:
 
-- on a GPU, ``torch.profiler`` records every kernel with its device time (CUPTI; the
+- on a GPU, torch's Kineto profiler records every kernel with its device time (CUPTI; the
   worker's side is ``kernel_profiler`` and ``kernel_records``). A kernel is the
   candidate's own when its backend's launch hook saw a kernel of that name launched
   (Triton: every ``JITFunction``, and the user kernels ``torch.compile`` runs) or, for
