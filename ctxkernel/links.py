@@ -4,7 +4,8 @@ corpora (inline-PTX strings and ``asm volatile`` in CuTe headers, CuTeDSL ops an
 wrappers (example kernels); and back, from a wrapper or a user to its PTX section.
 
 Built at index time, one artifact per corpus (``lexical/<corpus>/links.sqlite``) from that
-corpus's own chunks, stamped with the corpus's generation: a re-index rebuilds it, and a
+corpus's own chunks (its link-only sources' too: files kept for the links and never
+searched, such as CUTLASS's ``include/cutlass/arch`` wrappers), stamped with the corpus's generation: a re-index rebuilds it, and a
 reader that finds a stamp other than the cache's rebuilds it before answering, so a link
 never names a chunk the index no longer has. A link records the instruction as written
 (``wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16``, ``nvvm.cp_async_bulk_tensor_...``)
@@ -254,11 +255,9 @@ def build(cache: CorpusCache) -> int:
     for path_part, name, ptx, call in INTRINSICS:
         intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
     present_intrinsics: set[str] = set()
-    rows = list(
-        cache.iter_rows(
-            "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
-        )
-    )
+    columns = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+    # the corpus's link-only sources (CUTLASS's arch headers) are linked like the rest
+    rows = list(cache.iter_rows(columns)) + list(cache.iter_link_rows(columns))
     for row in rows:
         chunk = Chunk(
             corpus=cache.corpus,
