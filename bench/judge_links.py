@@ -85,9 +85,9 @@ GLUON: dict[str, list[str]] = {
     "clusterlaunchcontrol.try_cancel": ["blackwell/clc.py:try_cancel"],
 }
 GLUON_ROOT = "python/triton/experimental/gluon/language/nvidia/"
-# where the C++ asm wrappers are looked for: CuTe's atoms, and CUTLASS's arch wrappers
-# (indexed as link-only sources: corpora/cutlass.toml)
-CPP_FOLDERS = ["include/cute", "include/cutlass/arch"]
+# where the C++ asm wrappers are looked for: CuTe's atoms, and the CUTLASS C++ library
+# (indexed as a link-only source: corpora/cutlass.toml)
+CPP_FOLDERS = ["include/cute", "include/cutlass"]
 
 
 def git_grep(repo: Path, pattern: str, paths: list[str], fixed: bool = False) -> list[str]:
@@ -97,8 +97,9 @@ def git_grep(repo: Path, pattern: str, paths: list[str], fixed: bool = False) ->
 
 
 def ptx_in_asm(instr: str) -> str:
-    """An asm string that begins (or continues a line) with the instruction."""
-    return r'"([^"]*[[:space:]{;])?' + re.escape(instr) + r'([.[:space:];"\\]|$)'
+    """An asm string that begins (or continues a line) with the instruction, followed by
+    its modifiers (``.sync``) or qualifiers (``tcgen05.wait::ld``), or nothing."""
+    return r'"([^"]*[[:space:]{;])?' + re.escape(instr) + r'([.:[:space:];"\\]|$)'
 
 
 def judge(cutlass: Path, triton: Path, commits: dict[str, str]) -> list[dict[str, object]]:

@@ -51,6 +51,8 @@ _INSTR_RE = re.compile(
 )
 _BARE_RE = re.compile(r"(?<![\w.%$])(?P<op>ldmatrix|stmatrix|setmaxnreg|elect)(?![\w])")
 _STRING_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+# a string that names a file (``#include "cutlass/arch/mma.h"``) writes no instruction
+_FILE_NAME_RE = re.compile(r"[\w./+-]*\.(?:h|hh|hpp|cuh|cu|cpp|cc|inl|inc|py|md|txt|json)")
 _NVVM_RE = re.compile(r"(?:\b|_)nvvm\.(?P<name>[a-z][a-z0-9_]*)\s*\(")
 _ANCHOR_RE = re.compile(r"parallel-thread-execution/(?:index\.html)?#(?P<anchor>[a-z0-9-]+)")
 _IDENT_RE = re.compile(r"(?:(?P<qual>[A-Za-z_]\w*)\s*(?:\.|::)\s*)?(?P<name>[A-Za-z_]\w*)")
@@ -181,6 +183,8 @@ def extract(chunk: Chunk) -> list[Mention]:
     in_asm = "asm" in text  # inline_asm, asm volatile, inline_asm_elementwise
     for lit in _STRING_RE.finditer(text):
         body = lit.group(0)[1:-1]
+        if _FILE_NAME_RE.fullmatch(body):
+            continue
         looks = _strings_look_ptx(body)
         for m in _INSTR_RE.finditer(body):
             if m.group("op") in _DISTINCT or looks:
@@ -450,6 +454,10 @@ class Vocabulary:
     ``wgmma.mma_async``); empty when the PTX manual is not indexed."""
 
     names: dict[str, str] = field(default_factory=dict)
+    # names only sections about an instruction define, not its own section ("Block
+    # Scaling for mma.sync", "Matrix Fragments for mma.m16n8k16"): a link resolves past
+    # them to the instruction (``mma.sync.aligned.m16n8k8`` is the ``mma`` instruction)
+    aside: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, store: Store) -> Vocabulary:
@@ -457,11 +465,15 @@ class Vocabulary:
             return cls()
         cache = store.synced_cache(PTX_CORPUS)
         names: dict[str, str] = {}
-        for name in cache.defined_names():
+        instruction: set[str] = set()
+        for name, title in cache.defined_with_titles():
             first = name.split(".", 1)[0].lower()
             if ("." in name and first in PTX_OPCODES) or name.lower() in PTX_OPCODES:
-                names.setdefault(norm(name), name)
-        return cls(names)
+                key = norm(name)
+                names.setdefault(key, name)
+                if "instruction" in (title or "").lower():
+                    instruction.add(key)
+        return cls(names, frozenset(set(names) - instruction))
 
     def resolve(self, key: str, how: str = "") -> str | None:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
@@ -470,13 +482,16 @@ class Vocabulary:
         if key not in self.names:
             # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
             # shortest PTX name it begins
-            longer = sorted((k for k in self.names if k.startswith(key + "_")), key=len)
+            longer = sorted(
+                (k for k in self.names if k.startswith(key + "_") and k not in self.aside),
+                key=len,
+            )
             if longer:
                 return longer[0]
         parts = key.split("_")
         for n in range(len(parts), 0, -1):
             candidate = "_".join(parts[:n])
-            if candidate in self.names:
+            if candidate in self.names and candidate not in self.aside:
                 return candidate
         return None
 
@@ -485,7 +500,7 @@ class Vocabulary:
 
     def concept_of(self, topic: str) -> str | None:
         key = norm(topic)
-        return key if key in self.names else self.resolve(key)
+        return key if key in self.names and key not in self.aside else self.resolve(key)
 
 
 def group_of(chunk: Chunk) -> str:
@@ -570,8 +585,9 @@ def concepts_of_chunk(store: Store, chunk: Chunk, vocab: Vocabulary | None = Non
     """The PTX concepts a chunk documents (a PTX section), emits, wraps or calls a wrapper of."""
     vocab = vocab or Vocabulary.of(store)
     if chunk.corpus == PTX_CORPUS:
-        keys = [norm(d) for d in chunk.defines]
-        return [k for k in dict.fromkeys(keys) if k in vocab.names]
+        # a section about an instruction (its fragments, its block scaling) stands for it
+        keys = [vocab.concept_of(d) if norm(d) in vocab.names else None for d in chunk.defines]
+        return [k for k in dict.fromkeys(keys) if k]
     cache = store.synced_cache(chunk.corpus)
     db = table(cache)
     try:

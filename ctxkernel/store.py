@@ -508,6 +508,11 @@ class CorpusCache:
     def defined_names(self) -> list[str]:
         return [r[0] for r in self.db().execute("SELECT DISTINCT name FROM defines")]
 
+    def defined_with_titles(self) -> list[tuple[str, str]]:
+        """(name, title of a chunk defining it), every distinct pair."""
+        q = "SELECT DISTINCT d.name, c.title FROM defines d JOIN chunks c ON c.row = d.row"
+        return [(r[0], r[1] or "") for r in self.db().execute(q)]
+
     def iter_rows(self, columns: str = "row, text") -> Iterator[tuple[Any, ...]]:
         yield from self.db().execute(f"SELECT {columns} FROM chunks ORDER BY row")
 
