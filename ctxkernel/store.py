@@ -52,18 +52,16 @@ CHROMA_BATCH = 1000
 # 2: vectors and term counts in the corpus cache (before: vectors only in chroma)
 STORE_FORMAT = 2
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks(
+_CHUNK_COLUMNS = """
     row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, path TEXT NOT NULL,
     start_line INT, end_line INT, symbol TEXT, title TEXT, doc TEXT, anchor TEXT,
     defines TEXT, language TEXT, kind TEXT, arch TEXT, commit_sha TEXT, url TEXT,
-    file_hash TEXT, text TEXT);
+    file_hash TEXT, text TEXT"""
+# link_chunks: the chunks of link-only files, the same columns, apart from what search reads
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS chunks({_CHUNK_COLUMNS});
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE TABLE IF NOT EXISTS link_chunks(
-    row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, path TEXT NOT NULL,
-    start_line INT, end_line INT, symbol TEXT, title TEXT, doc TEXT, anchor TEXT,
-    defines TEXT, language TEXT, kind TEXT, arch TEXT, commit_sha TEXT, url TEXT,
-    file_hash TEXT, text TEXT);
+CREATE TABLE IF NOT EXISTS link_chunks({_CHUNK_COLUMNS});
 CREATE INDEX IF NOT EXISTS link_chunks_path ON link_chunks(path);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, file_hash TEXT, local TEXT, lines INT);
 CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row INT NOT NULL);
