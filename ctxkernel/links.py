@@ -136,6 +136,9 @@ class Link:
     via: str = ""
     raw: str = ""
     key: str = ""  # the instruction as the link stored it, normalised
+    # every wrapper the chunk calls for this concept (``via`` is the best-ranked one): a
+    # kernel calling both warpgroup_reg_alloc and _dealloc is a caller of each
+    vias: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
         c = self.chunk
@@ -550,10 +553,13 @@ def for_concepts(
         db = table(cache)
         try:
             hits: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
+            vias: dict[tuple[str, str], set[str]] = {}
             for concept in wanted:
                 for key, raw, chunk_id, role, how, via in _rows_for(db, concept):
                     if vocab.resolve(key, how) != concept:
                         continue
+                    if via:
+                        vias.setdefault((concept, chunk_id), set()).add(via)
                     previous = hits.get((concept, chunk_id))
                     if previous is None or _HOW_RANK[how] < _HOW_RANK[previous[1]]:
                         hits[(concept, chunk_id)] = (role, how, via, raw, key)
@@ -564,7 +570,12 @@ def for_concepts(
             chunk = chunks.get(chunk_id)
             if chunk is None or not archmod.accepts(chunk, target, needs):
                 continue
-            out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key))
+            out.append(
+                Link(
+                    vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key,
+                    frozenset(vias.get((concept, chunk_id), ())),
+                )
+            )  # fmt: skip
     out.sort(key=_link_order)
     return out
 

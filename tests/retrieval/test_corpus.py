@@ -66,7 +66,7 @@ def test_bad_definitions_are_user_errors(isolated_home: Path) -> None:
     (folder / "broken.toml").write_text(
         'name = "broken"\n[source]\ngit = "x"\n[files]\nlink_only = 3\n'
     )
-    with pytest.raises(UserError, match="files.link_only must be a string or a list"):
+    with pytest.raises(UserError, match=r"files\.link_only must be a string or a list"):
         get_corpus("broken")
 
 
