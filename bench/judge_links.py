@@ -85,6 +85,9 @@ GLUON: dict[str, list[str]] = {
     "clusterlaunchcontrol.try_cancel": ["blackwell/clc.py:try_cancel"],
 }
 GLUON_ROOT = "python/triton/experimental/gluon/language/nvidia/"
+# where the C++ asm wrappers are looked for: CuTe's atoms, and the CUTLASS C++ library
+# (indexed as a link-only source: corpora/cutlass.toml)
+CPP_FOLDERS = ["include/cute", "include/cutlass"]
 
 
 def git_grep(repo: Path, pattern: str, paths: list[str], fixed: bool = False) -> list[str]:
@@ -94,15 +97,16 @@ def git_grep(repo: Path, pattern: str, paths: list[str], fixed: bool = False) ->
 
 
 def ptx_in_asm(instr: str) -> str:
-    """An asm string that begins (or continues a line) with the instruction."""
-    return r'"([^"]*[[:space:]{;])?' + re.escape(instr) + r'([.[:space:];"\\]|$)'
+    """An asm string that begins (or continues a line) with the instruction, followed by
+    its modifiers (``.sync``) or qualifiers (``tcgen05.wait::ld``), or nothing."""
+    return r'"([^"]*[[:space:]{;])?' + re.escape(instr) + r'([.:[:space:];"\\]|$)'
 
 
 def judge(cutlass: Path, triton: Path, commits: dict[str, str]) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for instr, (ops, anchors) in INSTRUCTIONS.items():
         spelled = instr.split(".")[0] if instr == "fence.proxy.async" else instr
-        cpp = git_grep(cutlass, ptx_in_asm(instr), ["include/cute"])
+        cpp = git_grep(cutlass, ptx_in_asm(instr), CPP_FOLDERS)
         dsl_patterns = [ptx_in_asm(spelled)] + [rf"_?nvvm\.{op}\b" for op in ops]
         dsl_patterns += [
             rf"parallel-thread-execution/(index\.html)?#[a-z0-9-]*{a}([^a-z0-9-]|$)"

@@ -9,17 +9,25 @@ write the instruction in an asm string. Coverage: the instructions whose shown l
 hold a right CuTe C++, CuTeDSL and Gluon link (each where the judged set has one).
 Recall: the judged implementer files found among all links of the instruction.
 
+Search identity (``--search-digest``): every query of the given sets through ``search``
+in each mode (hybrid, lexical, dense), top-10 hits (their whole JSON) hashed per set and mode, so
+two indexes (one without and one with link-only sources) can be compared without reading
+any query's answers (the test split's included).
+
 Arch: the evaluation queries that ask about sm_90 work (Hopper, sm90, wgmma, TMA...),
 top-10 hybrid search over all corpora, without and with ``--arch sm_90``: how many hits
 need sm_100 or later.
 
     python bench/links_eval.py --index-dir INDEX --cutlass MIRROR/cutlass \
         --triton MIRROR/triton [--json out.json]
+    python bench/links_eval.py --index-dir INDEX --search-digest \
+        bench/queries/eval-dev.jsonl bench/queries/eval-test.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import subprocess
@@ -229,16 +237,47 @@ def eval_arch(ws: Workspace, queries: list[str], k: int = 10) -> dict[str, Any]:
     }
 
 
+def search_digest(ws: Workspace, files: list[Path], k: int = 10) -> dict[str, Any]:
+    """Per query set and mode: how many queries, and the sha256 of the whole JSON of their
+    top-k hits, in order: equal digests mean byte-identical search results."""
+    out: dict[str, Any] = {}
+    for file in files:
+        queries = [
+            json.loads(x)["query"]
+            for x in file.read_text().splitlines()
+            if x.strip() and not x.startswith("//")
+        ]
+        for mode in ("hybrid", "lexical", "dense"):
+            h = hashlib.sha256()
+            for q in queries:
+                hits = ws.search(q, k=k, mode=mode).hits
+                h.update(json.dumps([x.to_json() for x in hits], sort_keys=True).encode() + b"\n")
+            out[f"{file.stem}/{mode}"] = {"queries": len(queries), "sha256": h.hexdigest()}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index-dir", required=True)
-    ap.add_argument("--cutlass", type=Path, required=True)
-    ap.add_argument("--triton", type=Path, required=True)
+    ap.add_argument("--cutlass", type=Path)
+    ap.add_argument("--triton", type=Path)
+    ap.add_argument(
+        "--search-digest",
+        type=Path,
+        nargs="+",
+        metavar="QUERIES",
+        help="Only hash the search results of these query sets (see above), and exit.",
+    )
     ap.add_argument("--judged", type=Path, default=HERE / "queries" / "links-judged.jsonl")
     ap.add_argument("--no-arch", action="store_true", help="Skip the search part.")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     ws = Workspace(args.index_dir)
+    if args.search_digest:
+        print(json.dumps(search_digest(ws, args.search_digest), indent=1))
+        return
+    if args.cutlass is None or args.triton is None:
+        ap.error("--cutlass and --triton are needed to judge the links")
     rows = [json.loads(x) for x in args.judged.read_text().splitlines() if x.strip()]
     mirror = Mirror({"cutlass": args.cutlass, "triton": args.triton})
     t0 = time.perf_counter()

@@ -104,12 +104,21 @@ class Corpus:
     min_lines: int = 12  # smaller neighbouring pieces are joined (chunkers/coalesce.py)
     target_lines: int = 48  # ... up to about this many lines
     definition: Path | None = None
+    # files indexed for the concept links only: chunked and stored (``show``, ``related``,
+    # ``docs``'s links reach them) but never search candidates (see ``is_link_only``)
+    link_only: tuple[str, ...] = ()
 
     def wants(self, path: str) -> bool:
         """Whether a file (upstream-relative posix path) belongs to this corpus."""
-        if not any(_glob_match(path, g) for g in self.include):
+        if not any(_glob_match(path, g) for g in self.include + self.link_only):
             return False
         return not any(_glob_match(path, g) for g in self.exclude)
+
+    def is_link_only(self, path: str) -> bool:
+        """Whether a wanted file is a link-only source: its chunks are kept apart from the
+        searched ones (no lexical terms, no vectors, no defined names, no document counts),
+        so adding one changes no search result. A ``link_only`` glob wins over ``include``."""
+        return any(_glob_match(path, g) for g in self.link_only)
 
     def chunker_for(self, path: str) -> str:
         for glob, name in self.chunkers:
@@ -409,6 +418,7 @@ def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
         source=source,
         include=f.strings(files, "include", ["**"], "files."),
         exclude=f.strings(files, "exclude", [], "files."),
+        link_only=f.strings(files, "link_only", [], "files."),
         chunkers=chunkers,
         kinds=kinds,
         blob_url=f.string(links, "blob", "", "links."),

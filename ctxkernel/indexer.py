@@ -7,6 +7,10 @@ that built the corpus re-embeds the stored chunks (nothing is re-chunked, and te
 new embedder saw before comes from the cache) and switches the corpus over when the run
 finishes. Safe to kill at any moment (see ``store``): the next run finishes the job.
 Binary, huge and non-UTF-8 files are skipped and counted.
+
+A corpus's link-only files (``[files] link_only``) are chunked like the others but neither
+embedded nor counted for the lexical index: their chunks are stored apart (``store``) for
+the concept links, and a search over the corpus answers exactly as without them.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class IndexReport:
     files_unchanged: int = 0
     chunks_total: int = 0
     chunks_written: int = 0
+    link_only_chunks: int = 0  # chunks kept for the concept links only (never searched)
     embedded: int = 0
     embeddings_reused: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
@@ -70,6 +75,7 @@ class _FileWork:
     entry: FileEntry
     chunks: list[Chunk]
     terms: list[ChunkTerms]
+    link_only: bool = False
 
 
 class _Clock:
@@ -168,7 +174,7 @@ def _wanted(corpus: Corpus, snapshot: Snapshot, cache: CorpusCache) -> list[Sour
     """The snapshot's files the corpus takes, the include/exclude globs' answers kept in
     the cache: a re-index asks them only about paths it has not seen (matching every
     path of a big repository against the globs costs more than a one-file update)."""
-    globs = json.dumps([list(corpus.include), list(corpus.exclude)])
+    globs = json.dumps([list(corpus.include), list(corpus.exclude), list(corpus.link_only)])
     known = cache.wanted_paths(globs)
     if not known and len(snapshot.files) < 500:
         return list(iter_wanted(corpus, snapshot))
@@ -270,6 +276,8 @@ def _chunk_one_of(
 ) -> tuple[list[Chunk], list[ChunkTerms]]:
     f, text, file_hash = item
     chunks = chunk_file(corpus, snapshot, f, text, file_hash)
+    if corpus.is_link_only(f.path):
+        return chunks, []  # never in the lexical index
     return chunks, [terms_of(c) for c in chunks]
 
 
@@ -385,8 +393,12 @@ def _index_corpus(
     present: set[str] = set()
     stats = {} if force else cache.file_stats()
     seen_stats: list[tuple[str, int, int, str]] = []
+    stored_link_only = cache.link_only_paths()
+    relocated = 0  # files whose content moved elsewhere on this machine (grep reads them there)
     for f in wanted:
         old = known.get(f.path)
+        if old is not None and (f.path in stored_link_only) != corpus.is_link_only(f.path):
+            old = None  # moved into or out of the link-only globs: chunked again
         st = _stat(f)
         if (
             old is not None
@@ -409,10 +421,11 @@ def _index_corpus(
             seen_stats.append((f.path, st[0], st[1], file_hash))
         if old is not None and old.file_hash == file_hash and not force:
             if old.local != str(f.local):
-                cache.replace_files(
-                    [FileEntry(f.path, file_hash, str(f.local), old.lines)],
-                    cache.chunks_of_file(f.path),
-                )
+                # the same content somewhere else (another clone, a dir: source): only
+                # where it lives changes; re-inserting its chunks would renumber their
+                # rows under the lexical and vector snapshots, which are not rebuilt
+                cache.set_local(f.path, str(f.local))
+                relocated += 1
             report.files_unchanged += 1
             continue
         entries.append(FileEntry(f.path, file_hash, str(f.local), text.count("\n") + 1))
@@ -422,7 +435,7 @@ def _index_corpus(
     for entry, (chunks, terms) in zip(
         entries, _chunk_all(corpus, snapshot, to_chunk, chunk_task.advance), strict=True
     ):
-        work.append(_FileWork(entry, chunks, terms))
+        work.append(_FileWork(entry, chunks, terms, corpus.is_link_only(entry.path)))
     chunk_task.done()
     del to_chunk
     t = clock.lap("read+chunk", t)
@@ -439,10 +452,18 @@ def _index_corpus(
     emb_cache = EmbeddingCache(store.index_dir / "embeddings.sqlite")
     filled = 0
     try:
+        searched = [w for w in work if not w.link_only]
         t = _write_changes(
-            store, corpus.name, work, embedder, emb_cache, progress, report, clock, t,
+            store, corpus.name, searched, embedder, emb_cache, progress, report, clock, t,
             reuse=not force,
         )  # fmt: skip
+        link_work = [w for w in work if w.link_only]
+        if link_work:
+            cache.replace_files(
+                [w.entry for w in link_work], [c for w in link_work for c in w.chunks],
+                link_only=True,
+            )  # fmt: skip
+            report.chunks_written += sum(len(w.chunks) for w in link_work)
         if removed:
             stale = cache.chunk_ids_of(removed)
             cache.remove_files(removed)
@@ -460,8 +481,15 @@ def _index_corpus(
     store.delete_ids(corpus.name, extra)
     t = clock.lap("store", t)
 
-    changed = bool(work or removed or extra) or cache.bm25() is None
-    if changed:
+    # what a search reads moved on only when searched files did (or a file left them for
+    # the link-only globs); link-only files alone move the generation (their links) only
+    left_search = any(
+        w.entry.path in known and w.entry.path not in stored_link_only for w in link_work
+    )
+    removed_searched = [p for p in removed if p not in stored_link_only]
+    search_changed = bool(searched or removed_searched or extra or left_search)
+    changed = search_changed or bool(work or removed or relocated)
+    if search_changed or cache.bm25() is None:
         lex_task = progress.task(f"{corpus.name}: lexical index", None)
         cache.build_bm25()
         lex_task.done()
@@ -470,7 +498,7 @@ def _index_corpus(
     generation = record.generation
     dense = cache.dense() if store.local else None
     dense_changed = store.local and (
-        changed or filled > 0 or dense is None or dense.embedder != embedder.key
+        search_changed or filled > 0 or dense is None or dense.embedder != embedder.key
     )
     if changed or dense_changed or before is None:
         generation = new_generation()
@@ -480,6 +508,7 @@ def _index_corpus(
     t = clock.lap("dense", t)
 
     report.chunks_total = cache.count()
+    report.link_only_chunks = cache.link_count()
     cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
     links_task = progress.task(f"{corpus.name}: concept links", None)

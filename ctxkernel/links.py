@@ -4,7 +4,8 @@ corpora (inline-PTX strings and ``asm volatile`` in CuTe headers, CuTeDSL ops an
 wrappers (example kernels); and back, from a wrapper or a user to its PTX section.
 
 Built at index time, one artifact per corpus (``lexical/<corpus>/links.sqlite``) from that
-corpus's own chunks, stamped with the corpus's generation: a re-index rebuilds it, and a
+corpus's own chunks (its link-only sources' too: files kept for the links and never
+searched, such as CUTLASS's ``include/cutlass/arch`` wrappers), stamped with the corpus's generation: a re-index rebuilds it, and a
 reader that finds a stamp other than the cache's rebuilds it before answering, so a link
 never names a chunk the index no longer has. A link records the instruction as written
 (``wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16``, ``nvvm.cp_async_bulk_tensor_...``)
@@ -50,6 +51,8 @@ _INSTR_RE = re.compile(
 )
 _BARE_RE = re.compile(r"(?<![\w.%$])(?P<op>ldmatrix|stmatrix|setmaxnreg|elect)(?![\w])")
 _STRING_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
+# a string that names a file (``#include "cutlass/arch/mma.h"``) writes no instruction
+_FILE_NAME_RE = re.compile(r"[\w./+-]*\.(?:h|hh|hpp|cuh|cu|cpp|cc|inl|inc|py|md|txt|json)")
 _NVVM_RE = re.compile(r"(?:\b|_)nvvm\.(?P<name>[a-z][a-z0-9_]*)\s*\(")
 _ANCHOR_RE = re.compile(r"parallel-thread-execution/(?:index\.html)?#(?P<anchor>[a-z0-9-]+)")
 _IDENT_RE = re.compile(r"(?:(?P<qual>[A-Za-z_]\w*)\s*(?:\.|::)\s*)?(?P<name>[A-Za-z_]\w*)")
@@ -133,6 +136,9 @@ class Link:
     via: str = ""
     raw: str = ""
     key: str = ""  # the instruction as the link stored it, normalised
+    # every wrapper the chunk calls for this concept (``via`` is the best-ranked one): a
+    # kernel calling both warpgroup_reg_alloc and _dealloc is a caller of each
+    vias: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
         c = self.chunk
@@ -180,6 +186,8 @@ def extract(chunk: Chunk) -> list[Mention]:
     in_asm = "asm" in text  # inline_asm, asm volatile, inline_asm_elementwise
     for lit in _STRING_RE.finditer(text):
         body = lit.group(0)[1:-1]
+        if _FILE_NAME_RE.fullmatch(body):
+            continue
         looks = _strings_look_ptx(body)
         for m in _INSTR_RE.finditer(body):
             if m.group("op") in _DISTINCT or looks:
@@ -254,11 +262,9 @@ def build(cache: CorpusCache) -> int:
     for path_part, name, ptx, call in INTRINSICS:
         intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
     present_intrinsics: set[str] = set()
-    rows = list(
-        cache.iter_rows(
-            "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
-        )
-    )
+    columns = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+    # the corpus's link-only sources (CUTLASS's arch headers) are linked like the rest
+    rows = list(cache.iter_rows(columns)) + list(cache.iter_link_rows(columns))
     for row in rows:
         chunk = Chunk(
             corpus=cache.corpus,
@@ -451,6 +457,10 @@ class Vocabulary:
     ``wgmma.mma_async``); empty when the PTX manual is not indexed."""
 
     names: dict[str, str] = field(default_factory=dict)
+    # names only sections about an instruction define, not its own section ("Block
+    # Scaling for mma.sync", "Matrix Fragments for mma.m16n8k16"): a link resolves past
+    # them to the instruction (``mma.sync.aligned.m16n8k8`` is the ``mma`` instruction)
+    aside: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, store: Store) -> Vocabulary:
@@ -458,11 +468,15 @@ class Vocabulary:
             return cls()
         cache = store.synced_cache(PTX_CORPUS)
         names: dict[str, str] = {}
-        for name in cache.defined_names():
+        instruction: set[str] = set()
+        for name, title in cache.defined_with_titles():
             first = name.split(".", 1)[0].lower()
             if ("." in name and first in PTX_OPCODES) or name.lower() in PTX_OPCODES:
-                names.setdefault(norm(name), name)
-        return cls(names)
+                key = norm(name)
+                names.setdefault(key, name)
+                if "instruction" in (title or "").lower():
+                    instruction.add(key)
+        return cls(names, frozenset(set(names) - instruction))
 
     def resolve(self, key: str, how: str = "") -> str | None:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
@@ -471,13 +485,16 @@ class Vocabulary:
         if key not in self.names:
             # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
             # shortest PTX name it begins
-            longer = sorted((k for k in self.names if k.startswith(key + "_")), key=len)
+            longer = sorted(
+                (k for k in self.names if k.startswith(key + "_") and k not in self.aside),
+                key=len,
+            )
             if longer:
                 return longer[0]
         parts = key.split("_")
         for n in range(len(parts), 0, -1):
             candidate = "_".join(parts[:n])
-            if candidate in self.names:
+            if candidate in self.names and candidate not in self.aside:
                 return candidate
         return None
 
@@ -486,7 +503,7 @@ class Vocabulary:
 
     def concept_of(self, topic: str) -> str | None:
         key = norm(topic)
-        return key if key in self.names else self.resolve(key)
+        return key if key in self.names and key not in self.aside else self.resolve(key)
 
 
 def group_of(chunk: Chunk) -> str:
@@ -536,10 +553,13 @@ def for_concepts(
         db = table(cache)
         try:
             hits: dict[tuple[str, str], tuple[str, str, str, str, str]] = {}
+            vias: dict[tuple[str, str], set[str]] = {}
             for concept in wanted:
                 for key, raw, chunk_id, role, how, via in _rows_for(db, concept):
                     if vocab.resolve(key, how) != concept:
                         continue
+                    if via:
+                        vias.setdefault((concept, chunk_id), set()).add(via)
                     previous = hits.get((concept, chunk_id))
                     if previous is None or _HOW_RANK[how] < _HOW_RANK[previous[1]]:
                         hits[(concept, chunk_id)] = (role, how, via, raw, key)
@@ -550,7 +570,12 @@ def for_concepts(
             chunk = chunks.get(chunk_id)
             if chunk is None or not archmod.accepts(chunk, target, needs):
                 continue
-            out.append(Link(vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key))
+            out.append(
+                Link(
+                    vocab.name(concept), role, group_of(chunk), chunk, how, via, raw, key,
+                    frozenset(vias.get((concept, chunk_id), ())),
+                )
+            )  # fmt: skip
     out.sort(key=_link_order)
     return out
 
@@ -571,8 +596,9 @@ def concepts_of_chunk(store: Store, chunk: Chunk, vocab: Vocabulary | None = Non
     """The PTX concepts a chunk documents (a PTX section), emits, wraps or calls a wrapper of."""
     vocab = vocab or Vocabulary.of(store)
     if chunk.corpus == PTX_CORPUS:
-        keys = [norm(d) for d in chunk.defines]
-        return [k for k in dict.fromkeys(keys) if k in vocab.names]
+        # a section about an instruction (its fragments, its block scaling) stands for it
+        keys = [vocab.concept_of(d) if norm(d) in vocab.names else None for d in chunk.defines]
+        return [k for k in dict.fromkeys(keys) if k]
     cache = store.synced_cache(chunk.corpus)
     db = table(cache)
     try:

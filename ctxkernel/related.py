@@ -89,7 +89,7 @@ def related(store: Store, ref: str, target: int | None = None, per_group: int = 
         if link.chunk.id != chunk.id
     ]
     names = set(chunk.defines)
-    callers = [lk for lk in found if lk.role == "uses" and lk.via in names]
+    callers = [lk for lk in found if lk.role == "uses" and (lk.via in names or names & lk.vias)]
     implementers = [lk for lk in found if lk.role == "implements"]
     caller_ids = {lk.chunk.id for lk in callers}
     siblings = [

@@ -12,6 +12,12 @@ Layout under the index dir::
     embeddings.sqlite              vectors by embedder and reuse key: text is embedded once
     chroma/                        only in stores made before vectors moved into the cache
 
+A corpus's link-only files (``link_only`` in its definition) are listed in ``files`` like
+the others, but their chunks live in a table of their own, ``link_chunks``, with no term
+counts, vectors or defined names: every table and snapshot a search reads is exactly what
+it would be without them, while ``show``, ``related`` and the concept links reach them by
+id (``chunks_by_ids``, ``chunks_of_file``, ``iter_link_rows``).
+
 A chunk, its vectors and its term counts are written in one transaction, so a run killed
 at any moment leaves a store that answers queries; the next run sees the files whose hash
 does not match and redoes them. With a chroma server, writes go to chroma first, then the
@@ -46,13 +52,17 @@ CHROMA_BATCH = 1000
 # 2: vectors and term counts in the corpus cache (before: vectors only in chroma)
 STORE_FORMAT = 2
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks(
+_CHUNK_COLUMNS = """
     row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, path TEXT NOT NULL,
     start_line INT, end_line INT, symbol TEXT, title TEXT, doc TEXT, anchor TEXT,
     defines TEXT, language TEXT, kind TEXT, arch TEXT, commit_sha TEXT, url TEXT,
-    file_hash TEXT, text TEXT);
+    file_hash TEXT, text TEXT"""
+# link_chunks: the chunks of link-only files, the same columns, apart from what search reads
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS chunks({_CHUNK_COLUMNS});
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE TABLE IF NOT EXISTS link_chunks({_CHUNK_COLUMNS});
+CREATE INDEX IF NOT EXISTS link_chunks_path ON link_chunks(path);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, file_hash TEXT, local TEXT, lines INT);
 CREATE TABLE IF NOT EXISTS defines(lname TEXT NOT NULL, name TEXT NOT NULL, row INT NOT NULL);
 CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
@@ -260,20 +270,22 @@ class CorpusCache:
         vectors: np.ndarray | None = None,
         embedder: str = "",
         terms: Sequence[lexical.ChunkTerms] | None = None,
+        *,
+        link_only: bool = False,
     ) -> None:
         """Swap in the chunks of these files (with their term counts, and their vectors
         of embedder ``embedder`` when given) in one transaction; ``terms``: the chunks'
-        term counts when the caller has them already."""
+        term counts when the caller has them already. ``link_only``: the files are
+        link-only sources, their chunks go to ``link_chunks`` (nothing a search reads)."""
+        if link_only:
+            self._replace_link_files(entries, chunks)
+            return
         if terms is None:
             terms = [lexical.terms_of(c) for c in chunks]
         try:
             with self.db() as db:
                 for e in entries:
-                    rows = [
-                        r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (e.path,))
-                    ]
-                    self._delete_rows(db, rows)
-                    db.execute("DELETE FROM chunks WHERE path=?", (e.path,))
+                    self._drop_file_chunks(db, e.path)
                     db.execute(
                         "INSERT OR REPLACE INTO files(path, file_hash, local, lines) VALUES(?,?,?,?)",
                         (e.path, e.file_hash, e.local, e.lines),
@@ -303,6 +315,29 @@ class CorpusCache:
             self.term_ids().forget()  # ids handed out in the rolled-back transaction
             raise
 
+    def _replace_link_files(self, entries: Sequence[FileEntry], chunks: Sequence[Chunk]) -> None:
+        with self.db() as db:
+            for e in entries:
+                # a file that was searched before (the definition changed) leaves the
+                # searched tables: its terms, vectors and file document go
+                self._drop_file_chunks(db, e.path)
+                lexical.delete_file(db, e.path)
+                db.execute(
+                    "INSERT OR REPLACE INTO files(path, file_hash, local, lines) VALUES(?,?,?,?)",
+                    (e.path, e.file_hash, e.local, e.lines),
+                )
+            db.executemany(
+                f"INSERT OR REPLACE INTO link_chunks({_ROW_COLUMNS}) VALUES({','.join('?' * 16)})",
+                [_chunk_to_row(c) for c in chunks],
+            )
+
+    def _drop_file_chunks(self, db: sqlite3.Connection, path: str) -> None:
+        """Delete one file's chunks, searched or link-only, with what hangs off them."""
+        rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (path,))]
+        self._delete_rows(db, rows)
+        db.execute("DELETE FROM chunks WHERE path=?", (path,))
+        db.execute("DELETE FROM link_chunks WHERE path=?", (path,))
+
     @staticmethod
     def _delete_rows(db: sqlite3.Connection, rows: Sequence[int]) -> None:
         db.executemany("DELETE FROM defines WHERE row=?", [(r,) for r in rows])
@@ -312,11 +347,25 @@ class CorpusCache:
     def remove_files(self, paths: Iterable[str]) -> None:
         with self.db() as db:
             for path in paths:
-                rows = [r[0] for r in db.execute("SELECT row FROM chunks WHERE path=?", (path,))]
-                self._delete_rows(db, rows)
-                db.execute("DELETE FROM chunks WHERE path=?", (path,))
+                self._drop_file_chunks(db, path)
                 db.execute("DELETE FROM files WHERE path=?", (path,))
                 lexical.delete_file(db, path)
+
+    def set_local(self, path: str, local: str) -> None:
+        """Where an indexed file's content now lives on this machine (nothing else moves)."""
+        with self.db() as db:
+            db.execute("UPDATE files SET local=? WHERE path=?", (local, path))
+
+    def link_only_paths(self) -> set[str]:
+        """The files whose chunks are stored as link-only."""
+        return {r[0] for r in self.db().execute("SELECT DISTINCT path FROM link_chunks")}
+
+    def link_count(self) -> int:
+        return int(self.db().execute("SELECT COUNT(*) FROM link_chunks").fetchone()[0])
+
+    def iter_link_rows(self, columns: str = "row, text") -> Iterator[tuple[Any, ...]]:
+        """Rows of the link-only chunks (their ``row`` numbers are their own, not search rows)."""
+        yield from self.db().execute(f"SELECT {columns} FROM link_chunks ORDER BY row")
 
     # (size, mtime) of source files when their hash was taken: a re-index reads only
     # the files whose stat moved
@@ -411,13 +460,16 @@ class CorpusCache:
         return out
 
     def chunks_by_ids(self, ids: Sequence[str]) -> dict[str, Chunk]:
+        """Chunks by id, link-only ones included (a link or a hit id may name one)."""
         out: dict[str, Chunk] = {}
         db = self.db()
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            q = f"SELECT {_ROW_COLUMNS} FROM chunks WHERE id IN ({','.join('?' * len(part))})"
-            for r in db.execute(q, part):
-                out[r[0]] = _row_to_chunk(self.corpus, r)
+        for table in ("chunks", "link_chunks"):
+            wanted = [i for i in ids if i not in out]
+            for start in range(0, len(wanted), 500):
+                part = wanted[start : start + 500]
+                q = f"SELECT {_ROW_COLUMNS} FROM {table} WHERE id IN ({','.join('?' * len(part))})"
+                for r in db.execute(q, part):
+                    out[r[0]] = _row_to_chunk(self.corpus, r)
         return out
 
     def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
@@ -432,8 +484,13 @@ class CorpusCache:
         return out
 
     def chunks_of_file(self, path: str) -> list[Chunk]:
-        q = f"SELECT {_ROW_COLUMNS} FROM chunks WHERE path=? ORDER BY start_line"
-        return [_row_to_chunk(self.corpus, r) for r in self.db().execute(q, (path,))]
+        """A file's chunks in order (a link-only file's from ``link_chunks``)."""
+        for table in ("chunks", "link_chunks"):
+            q = f"SELECT {_ROW_COLUMNS} FROM {table} WHERE path=? ORDER BY start_line"
+            found = [_row_to_chunk(self.corpus, r) for r in self.db().execute(q, (path,))]
+            if found:
+                return found
+        return []
 
     def defined(self, name: str, *, exact_case: bool = False) -> list[tuple[int, str]]:
         """(row, name) of chunks that define ``name`` (case-insensitive unless asked)."""
@@ -448,6 +505,11 @@ class CorpusCache:
 
     def defined_names(self) -> list[str]:
         return [r[0] for r in self.db().execute("SELECT DISTINCT name FROM defines")]
+
+    def defined_with_titles(self) -> list[tuple[str, str]]:
+        """(name, title of a chunk defining it), every distinct pair."""
+        q = "SELECT DISTINCT d.name, c.title FROM defines d JOIN chunks c ON c.row = d.row"
+        return [(r[0], r[1] or "") for r in self.db().execute(q)]
 
     def iter_rows(self, columns: str = "row, text") -> Iterator[tuple[Any, ...]]:
         yield from self.db().execute(f"SELECT {columns} FROM chunks ORDER BY row")

@@ -57,7 +57,9 @@ def index_cmd(
 
     Clones or reads the source, chunks files by structure, embeds new chunks and
     stores them with a lexical index beside. Re-running only redoes changed files;
-    another --embed than the corpus was built with re-embeds its chunks.
+    another --embed than the corpus was built with re-embeds its chunks. Files the
+    corpus lists as link_only (cutlass: include/cutlass) are chunked for the concept
+    links (docs, related, show) only: never embedded, never a search result.
 
     \b
     Examples:

@@ -32,6 +32,12 @@ def test_builtin_corpora_are_defined() -> None:
     assert triton.kind_for("python/tutorials/03-matrix-multiplication.py") == "tutorial"
     assert not triton.wants("docs/_build/html/index.html")
     assert corpora["ptx"].chunker_for("index.html") == "ptx_html"
+    # the CUTLASS C++ library: kept for the concept links, never searched
+    assert cutlass.wants("include/cutlass/arch/barrier.h")
+    assert cutlass.is_link_only("include/cutlass/arch/barrier.h")
+    assert cutlass.is_link_only("include/cutlass/functional.h")
+    assert not cutlass.is_link_only("include/cute/atom/copy_atom.hpp")
+    assert not cutlass.wants("include/cutlass/CMakeLists.txt")  # exclude still applies
 
 
 def test_user_corpus_dropped_in_config_dir(isolated_home: Path) -> None:
@@ -56,6 +62,11 @@ def test_bad_definitions_are_user_errors(isolated_home: Path) -> None:
         get_corpus("broken")
     (folder / "broken.toml").write_text('name = "broken"\n[source]\n[kinds]\n"x" = "weird"\n')
     with pytest.raises(UserError, match="needs git, url or package"):
+        get_corpus("broken")
+    (folder / "broken.toml").write_text(
+        'name = "broken"\n[source]\ngit = "x"\n[files]\nlink_only = 3\n'
+    )
+    with pytest.raises(UserError, match=r"files\.link_only must be a string or a list"):
         get_corpus("broken")
 
 

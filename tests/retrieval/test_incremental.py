@@ -70,3 +70,34 @@ def test_snapshots_after_updates_match_a_fresh_index(demo_corpus: str, upstream:
     assert len(got[0]) == Workspace().store.cache(demo_corpus).count()
     norms = np.linalg.norm(np.asarray(ws.store.cache(demo_corpus).dense().matrix), axis=1)
     assert np.allclose(norms, 1.0, atol=1e-4)
+
+
+def test_reindex_from_another_copy_keeps_the_search_rows(
+    demo_corpus: str, upstream: Repo, tmp_path: Path
+) -> None:
+    """The same commit read from another place (a second clone, a mirror): every file's
+    content is unchanged, only where it lives moves. Its chunks were re-inserted under new
+    rows that the lexical and vector snapshots (not rebuilt) did not know: hits vanished."""
+    import shutil
+
+    ws = Workspace()
+    ws.index(demo_corpus)
+    queries = ("copy atoms", "tiny kernels", "swizzle")
+    before = {
+        (q, mode): [h.to_json() for h in ws.search(q, mode=mode).hits]
+        for q in queries
+        for mode in ("lexical", "dense", "hybrid")
+    }
+    assert any(before.values())
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(upstream.path, copy)
+    report = ws.index(demo_corpus, source=str(copy))
+    assert report.files_changed == 0
+    after = {
+        (q, mode): [h.to_json() for h in ws.search(q, mode=mode).hits]
+        for q in queries
+        for mode in ("lexical", "dense", "hybrid")
+    }
+    assert after == before
+    cache = ws.store.cache(demo_corpus)
+    assert all(not e.local.startswith(str(upstream.path)) for e in cache.files().values())
