@@ -473,8 +473,8 @@ def _raise_sites(
     scored: list[tuple[float, int, str, int]] = []
     prepared = raises.prepare(message)
     for name, rows in by_corpus.items():
-        for row, chunk in caches[name].chunks_by_rows(rows).items():
-            share, _ = raises.match(chunk.text, prepared)
+        for row, text in caches[name].texts_by_rows(rows).items():
+            share, _ = raises.match(text, prepared)
             if share > 0:
                 scored.append((-share, len(scored), name, row))
     scored.sort()
