@@ -490,7 +490,7 @@ class LexicalIndex:
                 # each file's first position in that order, in order
                 _, first = np.unique(self.file_of[order], return_index=True)
                 best = order[np.sort(first)[:depth]]
-                out[field] = [(int(self.rows[p]), float(scores[p])) for p in best]
+                out[field] = list(zip(self.rows[best].tolist(), scores[best].tolist(), strict=True))
                 continue
             n = min(depth, int((scores > 0).sum()))
             if n == 0:
@@ -498,7 +498,7 @@ class LexicalIndex:
                 continue
             top = np.argpartition(-scores, n - 1)[:n]
             top = top[np.argsort(-scores[top], kind="stable")]
-            out[field] = [(int(self.rows[i]), float(scores[i])) for i in top]
+            out[field] = list(zip(self.rows[top].tolist(), scores[top].tolist(), strict=True))
         return out
 
 
