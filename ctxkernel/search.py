@@ -462,9 +462,11 @@ def _symbol_rows(
         names = [query.strip()]
     ranked: list[tuple[tuple[Any, ...], int]] = []
     seen: set[int] = set()
-    for name in names:
-        for key, chunk in symbols.rank(cache, name, filters):
-            row = cache.rows_for_ids([chunk.id]).get(chunk.id)
+    found = [symbols.rank(cache, name, filters) for name in names]
+    rows = cache.rows_for_ids(list({c.id: None for defs in found for _, c in defs}))
+    for defs in found:
+        for key, chunk in defs:
+            row = rows.get(chunk.id)
             if row is not None and row not in seen:
                 seen.add(row)
                 ranked.append((key, row))
