@@ -87,6 +87,9 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]], show: int) -> dict
         text = x["tool"] != y["tool"] or x["error"] != y["error"]
         counts["ids_differ"] += ids
         counts["tool_text_differs"] += text
+        if ids or text:
+            key = f"differ_{x['mode']}"
+            counts[key] = counts.get(key, 0) + 1
         if (ids or text) and shown < show:
             shown += 1
             print(f"differs ({x['mode']}): {x['query'][:80]!r}", file=sys.stderr)
