@@ -52,7 +52,7 @@ def _tokenizer() -> Any:
     with _LOCK:
         if _TOKENIZER is None:
             _TOKENIZER = _load() or False
-            _SPLIT = _WordCounter.of(_TOKENIZER) if _TOKENIZER else False
+            _SPLIT = (_WordCounter.of(_TOKENIZER) if _TOKENIZER else None) or False
     return _TOKENIZER
 
 
@@ -185,14 +185,6 @@ def count(texts: Sequence[str]) -> list[int]:
         return [len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=False)]
     with _LOCK:
         return [_SPLIT.count(t) for t in texts]
-
-
-def exact_count(texts: Sequence[str]) -> list[int]:
-    """The token count of each text by tokenizing it whole (what ``count`` must equal)."""
-    tok = _tokenizer()
-    if not tok:
-        return count(texts)
-    return [len(e.ids) for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
 
 def lower_bound(text: str) -> int:
