@@ -22,6 +22,7 @@ computes it), needing neither bm25s nor scipy.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -300,12 +301,13 @@ class _Field:
         import numpy as np
 
         mode: Any = "r" if mmap else None
-        return _Field(
-            *(
-                np.load(folder / f"{name}.{part}.npy", mmap_mode=mode)
-                for part in ("indptr", "docs", "tf", "length")
-            )
-        )
+        arrays = [
+            np.load(folder / f"{name}.{part}.npy", mmap_mode=mode)
+            for part in ("indptr", "docs", "tf", "length")
+        ]
+        # plain arrays over the mapped pages: np.memmap's subclass hooks run on every
+        # slice and gather, a third of the time of a query's few terms
+        return _Field(*(a.view(np.ndarray) if mmap else a for a in arrays))
 
 
 def _indptr(term: Any, n_terms: int) -> Any:
@@ -323,6 +325,7 @@ class LexicalIndex:
     fields: dict[str, _Field]
     term_ids: Callable[[Sequence[str]], dict[str, int]]
     avg: dict[str, float]  # mean doc length per field
+    _norms: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # ``_norm``
 
     @staticmethod
     def build(directory: Path, db: sqlite3.Connection, term_ids: TermIds) -> int:
@@ -417,11 +420,10 @@ class LexicalIndex:
         import numpy as np
 
         f = self.fields[field]
-        k1, b = BM25_PARAMS[field]
         n = len(f.length)
         scores = np.zeros(n, dtype=np.float32)
         ids = self.term_ids(tokens)
-        avg = self.avg[field] or 1.0
+        norm = self._norm(field)
         for t in tokens:
             i = ids.get(t)
             if i is None or i + 1 >= len(f.indptr):
@@ -433,8 +435,19 @@ class LexicalIndex:
             tf = f.tf[lo:hi]
             scale = weights.get(t, 1.0) if weights else 1.0
             w = np.float32(idf(n, hi - lo) * scale)
-            scores[docs] += w * tf / (tf + k1 * (1 - b + b * f.length[docs] / avg))
+            scores[docs] += w * tf / (tf + norm[docs])
         return scores[self.file_of] if field == "file" else scores
+
+    def _norm(self, field: str) -> Any:
+        """``k1 * (1 - b + b * length / avgdl)`` of every doc of ``field``, computed once
+        (the same float32 operations per doc as computing it per query)."""
+        cached = self._norms.get(field)
+        if cached is None:
+            f = self.fields[field]
+            k1, b = BM25_PARAMS[field]
+            avg = self.avg[field] or 1.0
+            cached = self._norms[field] = k1 * (1 - b + b * f.length / avg)
+        return cached
 
     def rank(self, tokens: list[str], depth: int, allowed: Any = None) -> dict[str, list[int]]:
         """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions."""
@@ -472,17 +485,12 @@ class LexicalIndex:
             if field == "file":
                 # one entry per file: its best chunk by body score, in file-score order
                 key = scores + 1e-6 * body / (float(body.max(initial=0.0)) + 1.0)
-                order = np.argsort(-key, kind="stable")
-                seen: set[int] = set()
-                picked: list[tuple[int, float]] = []
-                for pos in order:
-                    if key[pos] <= 0 or len(picked) >= depth:
-                        break
-                    f = int(self.file_of[pos])
-                    if f not in seen:
-                        seen.add(f)
-                        picked.append((int(self.rows[pos]), float(scores[pos])))
-                out[field] = picked
+                matched = np.flatnonzero(key > 0)
+                order = matched[np.argsort(-key[matched], kind="stable")]
+                # each file's first position in that order, in order
+                _, first = np.unique(self.file_of[order], return_index=True)
+                best = order[np.sort(first)[:depth]]
+                out[field] = list(zip(self.rows[best].tolist(), scores[best].tolist(), strict=True))
                 continue
             n = min(depth, int((scores > 0).sum()))
             if n == 0:
@@ -490,7 +498,7 @@ class LexicalIndex:
                 continue
             top = np.argpartition(-scores, n - 1)[:n]
             top = top[np.argsort(-scores[top], kind="stable")]
-            out[field] = [(int(self.rows[i]), float(scores[i])) for i in top]
+            out[field] = list(zip(self.rows[top].tolist(), scores[top].tolist(), strict=True))
         return out
 
 

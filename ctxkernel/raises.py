@@ -43,22 +43,28 @@ class Site:
     raising: bool
 
 
-def sites(text: str, words: list[str] | None = None) -> list[Site]:
+def key_words(words: list[str]) -> list[str]:
+    """The words whose lines are read for sites: the longest words without digits (a
+    runtime value, a shape or a dtype, is neither in the source nor a good key)."""
+    plain = [w for w in words if not any(c.isdigit() for c in w)] or list(words)
+    return sorted(plain, key=len, reverse=True)[:KEYS]
+
+
+def sites(text: str, words: list[str] | None = None, keys: list[str] | None = None) -> list[Site]:
     """The literal-holding statements of ``text``, each with its word pattern; with
     ``words``, only the statements around lines that hold one of them (and at least two
-    of them in all), which is most of the speed of a search for a pasted error."""
+    of them in all), which is most of the speed of a search for a pasted error.
+    ``keys`` is ``key_words(words)`` when the caller has it already."""
     lines = text.splitlines()
     if words is None:
         starts: list[int] | None = None
     else:
-        # the longest words without digits: a runtime value (a shape, a dtype) is
-        # neither in the source nor a good key
-        plain = [w for w in words if not any(c.isdigit() for c in w)] or list(words)
-        keys = sorted(plain, key=len, reverse=True)[:KEYS]
+        if keys is None:
+            keys = key_words(words)
         held = [
             i
             for i, line in enumerate(lines)
-            if ('"' in line or "'" in line) and any(k in line.lower() for k in keys)
+            if ('"' in line or "'" in line) and _holds_any(line.lower(), keys)
         ]
         # back up to the line that opens the statement: ``raise ValueError(`` above
         starts = []
@@ -109,6 +115,10 @@ def sites(text: str, words: list[str] | None = None) -> list[Site]:
     return out
 
 
+def _holds_any(low: str, keys: list[str]) -> bool:
+    return any(k in low for k in keys)
+
+
 def _depth(line: str) -> int:
     if "(" not in line and ")" not in line and "[" not in line and "]" not in line:
         return 0
@@ -150,15 +160,8 @@ def site_share(pattern: tuple[str, ...], words: list[str]) -> float:
     literal = [p for p in pattern if p != WILD]
     if not literal or not words:
         return 0.0
-    # longest common subsequence of literal words and message words
     n, m = len(literal), len(words)
-    prev = [0] * (m + 1)
-    for a in literal:
-        cur = [0] * (m + 1)
-        for j, b in enumerate(words, 1):
-            cur[j] = prev[j - 1] + 1 if a == b else max(prev[j], cur[j - 1])
-        prev = cur
-    common = prev[m]
+    common = lcs_length(literal, words)
     recall = common / m
     precision = common / n
     wild = WILD in pattern
@@ -166,6 +169,21 @@ def site_share(pattern: tuple[str, ...], words: list[str]) -> float:
     if wild and precision == 1.0:
         recall = max(recall, min(1.0, common / max(1, m - _value_words(words))))
     return recall * (PRECISION_FLOOR + (1 - PRECISION_FLOOR) * precision)
+
+
+def lcs_length(a: list[str], b: list[str]) -> int:
+    """The length of the longest common subsequence of ``a`` and ``b``, bit-parallel
+    (Crochemore, Iliopoulos, Pinzon and Reid 2001): one big-integer step per item of
+    ``a`` instead of ``len(b)`` steps of the dynamic programme, the same length."""
+    masks: dict[str, int] = {}
+    for j, w in enumerate(b):
+        masks[w] = masks.get(w, 0) | (1 << j)
+    full = (1 << len(b)) - 1
+    v = full
+    for x in a:
+        u = v & masks.get(x, 0)
+        v = ((v + u) | (v - u)) & full
+    return len(b) - bin(v).count("1")
 
 
 def _value_words(words: list[str]) -> int:
@@ -181,6 +199,7 @@ class Message:
     vocabulary: frozenset[str]
     content: list[str]  # the words worth looking for: longer than 2, not numbers
     plain: list[str]  # content words without digits (runtime values rarely are in source)
+    keys: list[str]  # ``key_words(content)``: whose lines ``sites`` reads
 
 
 def prepare(message: str) -> Message:
@@ -188,7 +207,7 @@ def prepare(message: str) -> Message:
     vocabulary = frozenset(words)
     content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
     plain = [w for w in content if not any(c.isdigit() for c in w)] or content
-    return Message(words, vocabulary, content, plain)
+    return Message(words, vocabulary, content, plain, key_words(content))
 
 
 def match(text: str, message: str | Message) -> tuple[float, int]:
@@ -204,7 +223,7 @@ def match(text: str, message: str | Message) -> tuple[float, int]:
     if sum(1 for w in plain if w in low) < max(2, 0.5 * len(plain)):
         return 0.0, -1
     best, where = 0.0, -1
-    for site in sites(text, content):
+    for site in sites(text, content, prepared.keys):
         literal = {p for p in site.pattern if p != WILD}
         common = len(literal & vocabulary)
         if common < 2 or common < 0.5 * MIN_SHARE * len(vocabulary):

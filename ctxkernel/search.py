@@ -5,6 +5,7 @@ reciprocal-rank fusion; filters by corpus, path glob, language and kind.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import sys
 import time
@@ -86,6 +87,7 @@ class Searcher:
         self._embedder = embedder
         self._by_key: dict[str, Embedder] = {embedder.key: embedder} if embedder else {}
         self.weights = weights or Weights()
+        self.chunks = ChunkMemo()
 
     @property
     def embedder(self) -> Embedder:
@@ -273,14 +275,15 @@ class Searcher:
         by_corpus: dict[str, list[int]] = {}
         for (name, row), _ in wanted:
             by_corpus.setdefault(name, []).append(row)
-        chunks = {name: caches[name].chunks_by_rows(rows) for name, rows in by_corpus.items()}
+        chunks = {name: self.chunks.get(caches[name], rows) for name, rows in by_corpus.items()}
         hits: list[Hit] = []
         for (name, row), score in wanted:
-            chunk = chunks[name].get(row)
-            if chunk is None or not filters.accepts(chunk):
+            found = chunks[name].get(row)
+            if found is None or not filters.accepts(found.chunk):
                 continue
-            prior = length_prior(chunk)
-            if HUB_PRIOR < 1.0 and hubs.listing_share(chunk.text) >= HUB_SHARE:
+            chunk = copy.copy(found.chunk)  # the hit's own: a caller may change it
+            prior = 0.8 + 0.2 * min(1.0, found.lines / SHORT_CHUNK_LINES)  # length_prior
+            if HUB_PRIOR < 1.0 and found.listing >= HUB_SHARE:
                 prior *= HUB_PRIOR
             if example and chunk.kind in EXAMPLE_KINDS:
                 prior *= EXAMPLE_BOOST
@@ -324,8 +327,54 @@ def query_vector(embedder: Embedder, text: str) -> Any:
 def length_prior(chunk: Chunk) -> float:
     """Tiny chunks (a heading, a two-line stub) say little: rank them a little lower —
     never enough to overturn a clear first place."""
-    lines = sum(1 for line in chunk.text.splitlines() if line.strip())
-    return 0.8 + 0.2 * min(1.0, lines / SHORT_CHUNK_LINES)
+    return 0.8 + 0.2 * min(1.0, _lines(chunk.text) / SHORT_CHUNK_LINES)
+
+
+def _lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A chunk as the ranking reads it, with what it derives from the chunk's text."""
+
+    chunk: Chunk
+    lines: int  # non-blank lines (``length_prior``)
+    listing: float  # ``hubs.listing_share`` of its text
+
+
+class ChunkMemo:
+    """The chunks a Searcher has read, by corpus and row, with what ranking derives from
+    them: queries bring back the same chunks again and again (half of those read over the
+    evaluation queries had been read before), and building a chunk and scanning its text
+    cost more than the rest of its part in a search.
+
+    A corpus's memo holds only while its database is the same: the same connection, no
+    write through it (``total_changes``) and no commit by any other connection or process
+    (``PRAGMA data_version``, an index run elsewhere). Anything else starts it over, so a
+    re-indexed corpus never answers with the chunks it had before."""
+
+    MAX_ROWS = 8192  # per corpus, before its memo starts over
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[tuple[Any, int, int], dict[int, Ranked]]] = {}
+
+    def get(self, cache: CorpusCache, rows: Sequence[int]) -> dict[int, Ranked]:
+        db = cache.db()
+        stamp = (db, db.total_changes, int(db.execute("PRAGMA data_version").fetchone()[0]))
+        held = self._memo.get(cache.corpus)
+        if held is None or held[0][0] is not db or held[0][1:] != stamp[1:]:
+            held = (stamp, {})
+            self._memo[cache.corpus] = held
+        memo = held[1]
+        todo = [r for r in rows if r not in memo]
+        if todo:
+            if len(memo) + len(todo) > self.MAX_ROWS:
+                memo.clear()
+                todo = list(rows)
+            for row, chunk in cache.chunks_by_rows(todo).items():
+                memo[row] = Ranked(chunk, _lines(chunk.text), hubs.listing_share(chunk.text))
+        return {r: memo[r] for r in rows if r in memo}
 
 
 def _best_first(
@@ -413,9 +462,11 @@ def _symbol_rows(
         names = [query.strip()]
     ranked: list[tuple[tuple[Any, ...], int]] = []
     seen: set[int] = set()
-    for name in names:
-        for key, chunk in symbols.rank(cache, name, filters):
-            row = cache.rows_for_ids([chunk.id]).get(chunk.id)
+    found = [symbols.rank(cache, name, filters) for name in names]
+    rows = cache.rows_for_ids(list({c.id: None for defs in found for _, c in defs}))
+    for defs in found:
+        for key, chunk in defs:
+            row = rows.get(chunk.id)
             if row is not None and row not in seen:
                 seen.add(row)
                 ranked.append((key, row))
@@ -473,8 +524,8 @@ def _raise_sites(
     scored: list[tuple[float, int, str, int]] = []
     prepared = raises.prepare(message)
     for name, rows in by_corpus.items():
-        for row, chunk in caches[name].chunks_by_rows(rows).items():
-            share, _ = raises.match(chunk.text, prepared)
+        for row, text in caches[name].texts_by_rows(rows).items():
+            share, _ = raises.match(text, prepared)
             if share > 0:
                 scored.append((-share, len(scored), name, row))
     scored.sort()

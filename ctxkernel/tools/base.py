@@ -269,18 +269,28 @@ class Budget:
         self.parts: list[str] = []
         self.used = 0  # tokens (an upper bound in characters until ``exact``)
         self.exact = False
+        self._counted: dict[str, int] = {}  # text -> tokens, for texts counted once already
+
+    def _count(self, texts: list[str]) -> list[int]:
+        """Token counts, each distinct text tokenized at most once per budget (the parts
+        are counted again when the budget turns exact and when the cut notice is sized)."""
+        seen = self._counted
+        todo = list({t for t in texts if t not in seen})
+        if todo:
+            seen.update(zip(todo, tokens.count(todo), strict=True))
+        return [seen[t] for t in texts]
 
     def _costs(self, texts: list[str]) -> list[int]:
         """Tokens each text would use, its newline included."""
         if not self.exact and self.used + sum(len(t) + 1 for t in texts) > self.limit:
-            self.used = sum(n + 1 for n in tokens.count(self.parts))
+            self.used = sum(n + 1 for n in self._count(self.parts))
             self.exact = True
         if not self.exact:
             return [len(t) + 1 for t in texts]
         room = self.limit - self.used
         costs = [room + 1 if tokens.lower_bound(t) > room else -1 for t in texts]
         todo = [i for i, c in enumerate(costs) if c < 0]
-        for i, n in zip(todo, tokens.count([texts[i] for i in todo]), strict=True):
+        for i, n in zip(todo, self._count([texts[i] for i in todo]), strict=True):
             costs[i] = n + 1
         return costs
 
@@ -308,7 +318,8 @@ class Budget:
         text = "\n".join(self.parts)
         if cut:
             notice = f"[cut: {cut}]"
-            used = sum(n + 1 for n in tokens.count(self.parts)) if self.exact else self.used
+            # the parts as they are now (a tool may have rewritten one), counted exactly
+            used = sum(n + 1 for n in self._count(self.parts)) if self.exact else self.used
             room = max(0, self.total - used)
             if len(notice) > room and tokens.count([notice])[0] > room:
                 notice = notice[: max(0, room - 2)] + "…]"  # a token is at least a character

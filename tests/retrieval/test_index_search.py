@@ -4,6 +4,7 @@ an interrupted run that resumes."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -321,9 +322,15 @@ def test_top_k_is_the_head_of_a_longer_list() -> None:
     from ctxkernel.corpus import Chunk
     from ctxkernel.search import Filters, Searcher
 
-    class Rows:  # the corpus cache's one method used here
+    class Rows:  # what the searcher's chunk memo reads of a corpus cache
+        corpus = "c"
+
         def __init__(self, chunks: dict[int, Chunk]) -> None:
             self.chunks = chunks
+            self.conn = sqlite3.connect(":memory:")
+
+        def db(self) -> sqlite3.Connection:
+            return self.conn
 
         def chunks_by_rows(self, rows: list[int]) -> dict[int, Chunk]:
             return {r: self.chunks[r] for r in rows}
@@ -335,7 +342,7 @@ def test_top_k_is_the_head_of_a_longer_list() -> None:
     # three stubs (1 line) lead by less than their length prior costs them
     chunks = {i: chunk(i, 1) for i in range(3)} | {i: chunk(i, 20) for i in range(3, 8)}
     fused = [(("c", i), 1.0 - 0.02 * i) for i in range(8)]
-    searcher = Searcher.__new__(Searcher)
+    searcher = Searcher(None)  # type: ignore[arg-type]  # _materialize reads no store
     caches = {"c": Rows(chunks)}
     ids = {
         k: [h.chunk.id for h in searcher._materialize(caches, fused, k, Filters(), "hybrid")]  # type: ignore[arg-type]
