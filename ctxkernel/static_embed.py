@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -38,11 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+from .progress import Progress
 
 if TYPE_CHECKING:
     import numpy as np
 
-RECIPE_VERSION = 2
+# 3: identifiers through the transformer without the base tokenizer's fixed padding
+# (static_distill's docstring); 2: identifier rows reshaped
+RECIPE_VERSION = 3
+BUILD_TIME_HINT = "about 2 minutes on 2 cores"
 VOCAB_FILE = Path(__file__).with_name("data") / "static_vocab.txt"
 # Base tokens model2vec drops by default; the "tiny" preset also drops whole words of
 # four letters or more (about 2,000 base tokens are left): a model that builds in
@@ -182,11 +185,19 @@ def built_recipe(digest: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def build(rec: Recipe, *, force: bool = False, log: Callable[[str], None] | None = None) -> Path:
+def build(
+    rec: Recipe,
+    *,
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+) -> Path:
     """Distil the model of ``rec`` into its cache dir (once; later calls return at once).
 
     Needs torch, transformers and model2vec's distill extra; one build at a time per
-    digest (a second process waits for the first and then finds the model built).
+    digest (a second process waits for the first and then finds the model built), and
+    a model dir only ever appears complete (a killed build leaves a temp dir that the
+    next build of that digest removes).
     """
     import fcntl
 
@@ -197,25 +208,20 @@ def build(rec: Recipe, *, force: bool = False, log: Callable[[str], None] | None
         try:
             if is_built(rec.digest) and not force:
                 return target
-            _distill_into(rec, target, log or (lambda _msg: None))
+            _distill_into(rec, target, log or (lambda _msg: None), progress)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target
 
 
-def _distill_into(rec: Recipe, target: Path, log: Callable[[str], None]) -> None:
+def _distill_into(
+    rec: Recipe, target: Path, log: Callable[[str], None], progress: Progress | None
+) -> None:
     from .embed import quiet_offline_hub
+    from .static_distill import distill_into
 
     quiet_offline_hub()
     logging.getLogger("model2vec").setLevel(logging.ERROR)
-    try:
-        import numpy as np
-        from model2vec.distill import distill, inference
-    except ImportError as exc:
-        raise UserError(
-            f"building the static embedder needs model2vec's distill extra ({exc}): "
-            "pip install model2vec skeletoken (or use --embed minilm)"
-        ) from exc
     model_id, folder = base_model()
     if model_id != rec.base_model or _fingerprint(folder) != rec.base_fingerprint:
         raise UserError(
@@ -224,78 +230,29 @@ def _distill_into(rec: Recipe, target: Path, log: Callable[[str], None]) -> None
         )
     log(
         f"building the static embedder {rec.key} from {model_id} "
-        f"({len(rec.vocabulary)} extra identifiers; once, about 10 minutes on 2 cores)"
+        f"({len(rec.vocabulary)} extra identifiers; once, {BUILD_TIME_HINT})"
     )
-    # model2vec's progress bar only where someone watches
-    inference.tqdm = functools.partial(inference.tqdm, disable=not sys.stderr.isatty())
     t0 = time.perf_counter()
-    model = distill(
-        str(folder),
-        vocabulary=list(rec.vocabulary),
-        device="cpu",
-        pca_dims=rec.pca_dims,
-        sif_coefficient=rec.sif_coefficient,
-        token_remove_pattern=rec.token_remove_pattern,
-    )
+    # leftovers of killed builds of this digest (we hold its lock: none is running)
+    for stale in target.parent.glob(f"{target.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    rows = _identifier_rows(
-        np.asarray(model.embedding, dtype=np.float32),
-        json.loads((tmp / "tokenizer.json").read_text()),
-        json.loads((folder / "tokenizer.json").read_text()),
-        rec.identifier_mix,
-    )
-    # our rows (model2vec's file keeps its own), for a fast load (mmap) without safetensors
-    np.save(tmp / "vectors.npy", rows.astype(np.float16))
-    info = rec.describe() | {"built_s": round(time.perf_counter() - t0, 1), "rows": len(rows)}
-    (tmp / "recipe.json").write_text(json.dumps(info, indent=1))
-    (tmp / "vocabulary.txt").write_text("\n".join(rec.vocabulary) + "\n")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+    tmp.mkdir()
+    try:
+        built = distill_into(rec, folder, tmp, log, progress or Progress())
+        info = rec.describe() | {"built_s": round(time.perf_counter() - t0, 1), **built}
+        (tmp / "recipe.json").write_text(json.dumps(info, indent=1))
+        (tmp / "vocabulary.txt").write_text("\n".join(rec.vocabulary) + "\n")
+        # a complete model replaces the old one in one rename: a reader (or a build killed
+        # here) sees the old model or the new one, never half of one
+        old = target.parent / f"{target.name}.tmp-{os.getpid()}-old"
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     log(f"built {rec.key} in {info['built_s']} s")
-
-
-def _identifier_rows(
-    vectors: np.ndarray, tokenizer: dict[str, Any], base_tokenizer: dict[str, Any], mix: float
-) -> np.ndarray:
-    """Reshape the rows of the tokens the vocabulary added (see the module docstring)."""
-    import numpy as np
-    from tokenizers import Tokenizer
-
-    base_vocab = set((base_tokenizer.get("model") or {}).get("vocab") or {})
-    vocab: dict[str, int] = tokenizer["model"]["vocab"]
-    added = {a["id"]: a["content"] for a in tokenizer.get("added_tokens", []) if not a["special"]}
-    words = {i: t for t, i in vocab.items() if t not in base_vocab} | added
-    if not words:
-        return vectors
-    custom = np.fromiter(sorted(words), dtype=np.int64, count=len(words))
-    base = np.setdiff1d(np.arange(len(vectors)), custom)
-    # a tokenizer without the added names splits each into the pieces it replaces
-    pieces_json = dict(tokenizer)
-    pieces_json["added_tokens"] = [a for a in tokenizer.get("added_tokens", []) if a["special"]]
-    pieces_json["model"] = dict(tokenizer["model"])
-    pieces_json["model"]["vocab"] = {t: i for t, i in vocab.items() if i not in words}
-    pieces = Tokenizer.from_str(json.dumps(pieces_json))
-    pieces.no_padding()
-    pieces.no_truncation()
-    unk = vocab.get(tokenizer["model"].get("unk_token", ""), -1)
-    own = vectors[custom] - (vectors[custom].mean(axis=0) - vectors[base].mean(axis=0))
-    base_norm = float(np.linalg.norm(vectors[base], axis=1).mean())
-    out = vectors.copy()
-    encoded = pieces.encode_batch([words[int(i)].strip() for i in custom], add_special_tokens=False)
-    for j, (i, enc) in enumerate(zip(custom, encoded, strict=True)):
-        ids = [t for t in enc.ids if t != unk]
-        mine = own[j] / (np.linalg.norm(own[j]) + 1e-9)
-        if not ids:
-            out[i] = mine * base_norm
-            continue
-        total = vectors[ids].sum(axis=0)
-        length = float(np.linalg.norm(total)) + 1e-9
-        direction = mix * total / length + (1 - mix) * mine
-        out[i] = direction / (np.linalg.norm(direction) + 1e-9) * length
-    return out
 
 
 class StaticModel:
