@@ -64,7 +64,7 @@ def distill_into(
     model = AutoModel.from_pretrained(str(folder))
     tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
     # model2vec's distill_from_model, step by step
-    original = TokenizerModel.from_transformers_tokenizer(tokenizer).prune_added_tokens()
+    original = TokenizerModel.from_transformers_tokenizer(tokenizer).prune_added_tokens()  # type: ignore[arg-type]
     tokenizer_model = original.deep_copy()
     if tokenizer_model.adds_prefix_space is not None:
         tokenizer_model.adds_prefix_space = True

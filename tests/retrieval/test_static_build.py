@@ -42,7 +42,7 @@ def _base() -> tuple[object, object, object]:
 
     _, folder = static_embed.base_model()
     tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
-    original = TokenizerModel.from_transformers_tokenizer(tokenizer).prune_added_tokens()
+    original = TokenizerModel.from_transformers_tokenizer(tokenizer).prune_added_tokens()  # type: ignore[arg-type]
     return AutoModel.from_pretrained(str(folder)), tokenizer, original
 
 
