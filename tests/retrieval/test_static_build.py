@@ -1,8 +1,9 @@
 """Building the static embedder (``static_distill``): the rows are model2vec's own
-``distill_from_model``'s with the base tokenizer's padding off, the transformer pass is
-model2vec's pooling on batches of one length, and a model dir only ever appears complete
-(two builds at once, a killed build). A smaller cut of the tiny recipe (about 600 base
-tokens) keeps each build to seconds; the real bundled MiniLM and model2vec throughout."""
+``distill``'s (recipe version 2) or ``distill_from_model``'s with the base tokenizer's
+padding off (version 3), the transformer pass is model2vec's pooling on batches of one
+length, and a model dir only ever appears complete (two builds at once, a killed build).
+A smaller cut of the tiny recipe (about 600 base tokens) keeps each build to seconds; the
+real bundled MiniLM and model2vec throughout."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ BUILDER = (
 )
 
 
-def small_recipe() -> static_embed.Recipe:
-    return dataclasses.replace(static_embed.recipe("tiny"), token_remove_pattern=SMALL_REMOVE)
+def small_recipe(version: int = static_embed.RECIPE_VERSION) -> static_embed.Recipe:
+    rec = static_embed.recipe("tiny")
+    return dataclasses.replace(rec, token_remove_pattern=SMALL_REMOVE, version=version)
 
 
 def _base() -> tuple[object, object, object]:
@@ -105,18 +107,30 @@ def test_two_builds_at_once_distil_once(small_build: dict[str, object]) -> None:
     assert sum("building the static embedder" in log for log in logs) == 1
 
 
-def test_build_gives_model2vecs_rows_with_the_padding_off(small_build: dict[str, object]) -> None:
-    """The fast build's rows (before our identifier rows) are model2vec's own
-    distill_from_model's, given the base tokenizer with its fixed padding off."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_build_gives_model2vecs_rows(
+    version: int,
+    small_build: dict[str, object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast build's rows (before our identifier rows) are model2vec's own distill's
+    (version 2), or distill_from_model's given the base tokenizer with its fixed padding
+    off (version 3), within float16 rounding."""
     from model2vec import StaticModel as M2V
     from model2vec.distill import distill_from_model
 
-    target = small_build["target"]
+    rec = small_recipe(version)
+    if version == static_embed.RECIPE_VERSION:
+        target = small_build["target"]
+    else:
+        monkeypatch.setenv("CTXKERNEL_EMBEDDERS_DIR", str(tmp_path))
+        target = static_embed.build(rec)
     assert isinstance(target, Path)
     ours = np.asarray(M2V.from_pretrained(str(target)).embedding, dtype=np.float32)
-    rec = small_recipe()
     model, tokenizer, _ = _base()
-    tokenizer.backend_tokenizer.no_padding()  # type: ignore[attr-defined]
+    if version >= static_embed.UNPADDED_VERSION:
+        tokenizer.backend_tokenizer.no_padding()  # type: ignore[attr-defined]
     logging.getLogger("model2vec").setLevel(logging.ERROR)
     theirs = distill_from_model(
         model,  # type: ignore[arg-type]
@@ -132,19 +146,23 @@ def test_build_gives_model2vecs_rows_with_the_padding_off(small_build: dict[str,
     # float16 rows: one unit in the last place of the largest ones at most
     np.testing.assert_allclose(ours, ref, rtol=0, atol=np.abs(ref).max() * 2**-10)
     info = json.loads((target / "recipe.json").read_text())
-    assert info["digest"] == rec.digest and info["tokens_embedded"] < 4 * len(ours)
+    assert info["digest"] == rec.digest and info["version"] == version
+    padded = info["tokens_embedded"] > 4 * len(ours)  # ~3 a base token, 128 an identifier
+    assert padded == (version < static_embed.UNPADDED_VERSION)
 
 
 def test_identifiers_were_embedded_with_120_pad_tokens() -> None:
-    """Regression (recipe 2): model2vec encoded each multi-piece entry with MiniLM's
-    tokenizer as saved, padded to 128, and averaged the pads in: 91 % of the default
-    build's tokens were [PAD]. Ours are model2vec's ids with the padding cut off."""
+    """Regression (recipe version 2, the 10-minute build): model2vec encodes each
+    multi-piece entry with MiniLM's tokenizer as saved, padded to 128, and averages the
+    pads in: 91 % of the default build's tokens are [PAD]. Version 3's ids are model2vec's
+    with the padding cut off; version 2's are model2vec's."""
     from model2vec.tokenizer import turn_tokens_into_ids
 
     _, _, original = _base()
     entries = ["make_tiled_copy", "tl.dot", "cp.async.bulk.tensor", "tensor", "copy"]
     theirs = turn_tokens_into_ids(entries, original)  # type: ignore[arg-type]
     ours = token_ids(entries, original)
+    assert token_ids(entries, original, padded=True) == theirs
     pad = original.pad_token_id  # type: ignore[attr-defined]
     assert len(theirs[0]) == 128 and theirs[0].count(pad) > 100  # what broke
     for mine, model2vecs in zip(ours, theirs, strict=True):
