@@ -8,10 +8,10 @@ identifier list (``data/static_vocab.txt``), reduces the outputs with PCA and we
 and a mean of rows, with no transformer, no torch and nothing fetched.
 
 The identifier rows are then reshaped (``static_distill.identifier_rows``). As model2vec
-leaves them, they lean one shared way (mean cosine 0.20 between two of them, 0.00 between
-two base tokens; 0.87 in recipe 2, whose identifiers were averaged with ~120 padding
-tokens), and an identifier weighs one token in a text's mean where its pieces weighed five;
-in recipe 2 dense recall fell from 0.71 to 0.29 on the dev queries. Each identifier row
+leaves them, they share one strong direction (mean cosine 0.87 between two of them, 0.01
+between two base tokens; 0.20 in recipe version 3, whose identifiers skip the ~120 padding
+tokens model2vec averages in), and an identifier weighs one token in a text's mean where
+its pieces weighed five; dense recall fell from 0.71 to 0.29 on the dev queries. Each identifier row
 now points between its own vector (that shared direction taken out) and the sum of its
 pieces' rows, with the length of that sum. A *recipe* (base model, vocabulary, sizes)
 names a model by its digest; built models are cached per digest under the embedders dir
@@ -44,12 +44,13 @@ if TYPE_CHECKING:
 
 # A recipe's version says how its rows are made. 2: model2vec's distill as it is (each
 # identifier averaged with the ~120 pads of MiniLM's fixed padding), then our identifier
-# rows; 3: the same with the padding off (static_distill's docstring), 5.6x less CPU to
+# rows; 3: the same with the padding off (static_distill's docstring), 5x less CPU to
 # build. The default stays 2 until 3 passes the quality rule (bench/RESULTS.md, issue 17:
-# eval-test Recall@10 -0.008); the "fast" preset is 3.
+# eval-test Recall@10 -0.008, outside 0.005); the "fast" preset is 3.
 RECIPE_VERSION = 2
 UNPADDED_VERSION = 3
-BUILD_TIME_HINT = {2: "about 10 minutes on 2 cores", 3: "about 2 minutes on 2 cores"}
+# measured (bench/RESULTS.md): version 2 about 520 CPU seconds, version 3 about 100
+BUILD_TIME_HINT = {2: "5-10 minutes on 2 cores", 3: "about 2 minutes on 2 cores"}
 VOCAB_FILE = Path(__file__).with_name("data") / "static_vocab.txt"
 # Base tokens model2vec drops by default; the "tiny" preset also drops whole words of
 # four letters or more (about 2,000 base tokens are left): a model that builds in

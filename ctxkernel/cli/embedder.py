@@ -38,7 +38,7 @@ _RECIPE = click.option(
 def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
     """Distil the static embedder now (once; nothing is downloaded).
 
-    The default recipe takes about 10 minutes on 2 cores, `--recipe fast` about 2.
+    The default recipe takes 5-10 minutes on 2 cores, `--recipe fast` about 2.
     """
     import time
 
