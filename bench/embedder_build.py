@@ -7,7 +7,7 @@ cosine between two identifiers and between two base tokens, model2vec's own rows
 
 usage::
 
-  python bench/embedder_build.py --baseline-ref 0747f53 [--work DIR] [--out FILE.json]
+  python bench/embedder_build.py --baseline-ref 0747f53 [--recipe default] [--work DIR] [--out FILE.json]
 
 Prints Markdown (for bench/RESULTS.md). The two builds run one after the other, never
 side by side; on a shared machine compare the CPU seconds as well as the wall time.
@@ -30,13 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from embedders_bench import ROOT, TIME, baseline_code, env_for, log, machine
 
 
-def build(code: Path, embedders: Path) -> dict[str, Any]:
+def build(code: Path, embedders: Path, recipe: str) -> dict[str, Any]:
     """One `embedder build` of ``code`` into the fresh dir ``embedders``, under time -v."""
     env = env_for(Path(tempfile.mkdtemp()), embedders, code)
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     out = subprocess.run(
-        [TIME, "-v", sys.executable, "-m", "ctxkernel", "embedder", "build", "--json"],
+        [TIME, "-v", sys.executable, "-m", "ctxkernel", "embedder", "build", "--json"]
+        + ["--recipe", recipe],
         env=env,
         capture_output=True,
         text=True,
@@ -116,6 +117,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--baseline-ref", required=True, help="git ref of the code before")
+    ap.add_argument("--recipe", default="default", help="default, fast (after only), tiny")
     ap.add_argument("--work", default=None, help="scratch dir (default: a temp dir)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
     args = ap.parse_args()
@@ -123,12 +125,13 @@ def main() -> None:
     res: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(),
-        "command": f"python bench/embedder_build.py --baseline-ref {args.baseline_ref}",
+        "command": f"python bench/embedder_build.py --baseline-ref {args.baseline_ref} "
+        f"--recipe {args.recipe}",
         "builds": [],
     }
     for label, code in (("before", baseline_code(work, args.baseline_ref)), ("after", ROOT)):
         log(f"building with the code {label}")
-        res["builds"].append(build(code, work / f"embedders-{label}"))
+        res["builds"].append(build(code, work / f"embedders-{label}", args.recipe))
     print(markdown(res))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
