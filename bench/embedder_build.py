@@ -36,8 +36,18 @@ def build(code: Path, embedders: Path, recipe: str) -> dict[str, Any]:
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     out = subprocess.run(
-        [TIME, "-v", sys.executable, "-m", "ctxkernel", "embedder", "build", "--json"]
-        + ["--recipe", recipe],
+        [
+            TIME,
+            "-v",
+            sys.executable,
+            "-m",
+            "ctxkernel",
+            "embedder",
+            "build",
+            "--json",
+            "--recipe",
+            recipe,
+        ],
         env=env,
         capture_output=True,
         text=True,
