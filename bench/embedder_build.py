@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from embedders_bench import ROOT, TIME, baseline_code, env_for, log, machine
 
 
-def build(code: Path, embedders: Path, recipe: str) -> dict[str, Any]:
+def build(code: Path, embedders: Path, preset: str) -> dict[str, Any]:
     """One `embedder build` of ``code`` into the fresh dir ``embedders``, under time -v."""
+    shutil.rmtree(embedders, ignore_errors=True)
     env = env_for(Path(tempfile.mkdtemp()), embedders, code)
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
@@ -46,8 +48,9 @@ def build(code: Path, embedders: Path, recipe: str) -> dict[str, Any]:
             "build",
             "--json",
             "--recipe",
-            recipe,
+            preset,
         ],
+        cwd=code,  # `python -m` puts the working dir before PYTHONPATH
         env=env,
         capture_output=True,
         text=True,
