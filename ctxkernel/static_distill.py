@@ -80,7 +80,7 @@ def distill_into(
     model = reshape_embeddings(model, original)
     t_prep = time.perf_counter() - t0
     n_tokens = sum(len(x) for x in ids)
-    log(f"embedding {len(ids)} vocabulary entries ({n_tokens} tokens) with {folder.name}")
+    log(f"embedding {len(ids)} vocabulary entries ({n_tokens} tokens) with {rec.base_model}")
     t1 = time.perf_counter()
     task = progress.task("static embedder: vocabulary through the transformer", n_tokens)
     rows = contextual_rows(model, ids, task.advance)
