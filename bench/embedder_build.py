@@ -74,6 +74,7 @@ def build(code: Path, embedders: Path, preset: str) -> dict[str, Any]:
         "peak_mb": round(field("Maximum resident set size (kbytes)") / 1024),
         "load_start": round(load0, 1),
         "load_end": round(os.getloadavg()[0], 1),
+        "dir": str(folder),
         "size_mb": round(info["size_bytes"] / 1e6, 1),
         "rows": recipe.get("rows"),
         "tokens_embedded": recipe.get("tokens_embedded"),
@@ -106,6 +107,19 @@ def likeness(folder: Path) -> dict[str, float]:
     }
 
 
+def identity(before: Path, after: Path) -> dict[str, float]:
+    """How far two builds' rows (``vectors.npy``) are apart: max abs element difference
+    and the largest per-row ||a - b|| / ||a|| (float16's epsilon is 4.9e-4)."""
+    import numpy as np
+
+    a = np.load(before / "vectors.npy").astype(np.float32)
+    b = np.load(after / "vectors.npy").astype(np.float32)
+    if a.shape != b.shape:
+        return {"max_abs": float("nan"), "max_row_rel": float("nan")}
+    rel = np.linalg.norm(a - b, axis=1) / np.maximum(np.linalg.norm(a, axis=1), 1e-9)
+    return {"max_abs": float(np.abs(a - b).max()), "max_row_rel": float(rel.max())}
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = [
         f"## {res['date']} — the static embedder's build, before and after (issue 17)",
@@ -122,6 +136,10 @@ def markdown(res: dict[str, Any]) -> str:
             f"{b['load_start']}/{b['load_end']} | {b['tokens_embedded'] or '?'} | {b['rows']} | "
             f"{b['identifier_cos']} | {b['base_cos']} | {b['stages_s'] or '-'} |"
         )
+    if "identity" in res:
+        i = res["identity"]
+        lines += ["", f"Same key before and after: rows max abs diff {i['max_abs']:.3g}, "
+                  f"largest per-row relative diff {i['max_row_rel']:.2g} (float16 epsilon 4.9e-4)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -145,6 +163,9 @@ def main() -> None:
     for label, code in (("before", baseline_code(work, args.baseline_ref)), ("after", ROOT)):
         log(f"building with the code {label}")
         res["builds"].append(build(code, work / f"embedders-{label}", args.recipe))
+    before, after = res["builds"]
+    if before["key"] == after["key"]:
+        res["identity"] = identity(Path(before["dir"]), Path(after["dir"]))
     print(markdown(res))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))
