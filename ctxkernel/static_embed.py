@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 RECIPE_VERSION = 2
 UNPADDED_VERSION = 3
 # measured (bench/RESULTS.md): version 2 about 520 CPU seconds, version 3 about 100
-BUILD_TIME_HINT = {2: "5-10 minutes on 2 cores", 3: "about 2 minutes on 2 cores"}
+BUILD_TIME_HINT = {2: "5-10 minutes on 2 cores", 3: "about 1.5 minutes on 2 cores"}
 VOCAB_FILE = Path(__file__).with_name("data") / "static_vocab.txt"
 # Base tokens model2vec drops by default; the "tiny" preset also drops whole words of
 # four letters or more (about 2,000 base tokens are left): a model that builds in

@@ -26,7 +26,7 @@ _RECIPE = click.option(
     type=click.Choice(["default", "fast", "tiny"]),
     default=None,
     help="Which recipe (default: env CTXKERNEL_STATIC_RECIPE, else 'default'; 'fast' "
-    "builds in about 2 minutes on 2 cores, its identifiers without MiniLM's padding "
+    "builds in about 1.5 minutes on 2 cores, its identifiers without MiniLM's padding "
     "(recipe version 3); 'tiny' builds in seconds, for tests and quick tries).",
 )
 
@@ -38,7 +38,7 @@ _RECIPE = click.option(
 def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
     """Distil the static embedder now (once; nothing is downloaded).
 
-    The default recipe takes 5-10 minutes on 2 cores, `--recipe fast` about 2.
+    The default recipe takes 5-10 minutes on 2 cores, `--recipe fast` about 1.5.
     """
     import time
 
