@@ -73,7 +73,10 @@ def env_for(home: Path, embedders: Path, code: Path = ROOT) -> dict[str, str]:
 def timed(cmd: list[str], env: dict[str, str], check: bool = True) -> tuple[float, int, str]:
     """(wall s, peak RSS KB, stdout) of a command under /usr/bin/time -v."""
     t = time.perf_counter()
-    out = subprocess.run([TIME, "-v", *cmd], env=env, capture_output=True, text=True)
+    # run where PYTHONPATH's code is: `python -m` puts the working dir first on sys.path,
+    # so from this checkout a baseline's commands would run this checkout's code
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
+    out = subprocess.run([TIME, "-v", *cmd], env=env, capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - t
     if check and out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")

@@ -4,16 +4,16 @@ with a vocabulary that gives kernel identifiers (``make_tiled_copy``, ``tl.dot``
 
 Distilling runs the transformer once over every token of its vocabulary plus the
 identifier list (``data/static_vocab.txt``), reduces the outputs with PCA and weights them
-(``model2vec.distill``); embedding a text is then a tokenizer call and a mean of rows, with
-no transformer, no torch and nothing fetched.
+(model2vec's recipe, run by ``static_distill``); embedding a text is then a tokenizer call
+and a mean of rows, with no transformer, no torch and nothing fetched.
 
-The identifier rows are then reshaped (``_identifier_rows``). As model2vec leaves them,
-they share one strong direction (mean cosine 0.87 between two of them, 0.01 between two
-base tokens: every name of pieces and underscores looks alike to the transformer), and an
-identifier weighs one token in a text's mean where its pieces weighed five; dense recall
-fell from 0.71 to 0.29 on the dev queries. Each identifier row now points between its own
-vector (that shared direction taken out) and the sum of its pieces' rows, with the length
-of that sum. A *recipe* (base model, vocabulary, sizes)
+The identifier rows are then reshaped (``static_distill.identifier_rows``). As model2vec
+leaves them, they share one strong direction (mean cosine 0.87 between two of them, 0.01
+between two base tokens; 0.20 in recipe version 3, whose identifiers skip the ~120 padding
+tokens model2vec averages in), and an identifier weighs one token in a text's mean where
+its pieces weighed five; dense recall fell from 0.71 to 0.29 on the dev queries. Each identifier row
+now points between its own vector (that shared direction taken out) and the sum of its
+pieces' rows, with the length of that sum. A *recipe* (base model, vocabulary, sizes)
 names a model by its digest; built models are cached per digest under the embedders dir
 (``config.embedders_dir()``), so a store that records the digest can always find the model
 that embedded it, and a changed recipe never mixes with vectors of the old one.
@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -38,11 +37,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UserError
+from .progress import Progress
 
 if TYPE_CHECKING:
     import numpy as np
 
+# A recipe's version says how its rows are made. 2: model2vec's distill as it is (each
+# identifier averaged with the ~120 pads of MiniLM's fixed padding), then our identifier
+# rows; 3: the same with the padding off (static_distill's docstring), 5x less CPU to
+# build. The default stays 2 until 3 passes the quality rule (bench/RESULTS.md, issue 17:
+# eval-test Recall@10 -0.008, outside 0.005); the "fast" preset is 3.
 RECIPE_VERSION = 2
+UNPADDED_VERSION = 3
+# measured (bench/RESULTS.md): version 2 about 520 CPU seconds, version 3 about 100
+BUILD_TIME_HINT = {2: "5-10 minutes on 2 cores", 3: "about 1.5 minutes on 2 cores"}
 VOCAB_FILE = Path(__file__).with_name("data") / "static_vocab.txt"
 # Base tokens model2vec drops by default; the "tiny" preset also drops whole words of
 # four letters or more (about 2,000 base tokens are left): a model that builds in
@@ -77,12 +85,12 @@ class Recipe:
     # an identifier row's direction: this share from the sum of its pieces' rows, the
     # rest from its own (contextual) vector; measured on the dev queries (0.4-1.0 alike)
     identifier_mix: float = 0.7
+    version: int = RECIPE_VERSION  # last: the digests of version 2 recipes stay as they were
 
     @functools.cached_property
     def digest(self) -> str:
         data = {f.name: getattr(self, f.name) for f in fields(self)}  # no deep copy
         data["vocabulary"] = list(self.vocabulary)
-        data["version"] = RECIPE_VERSION
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -103,11 +111,11 @@ class Recipe:
             "token_remove_pattern": self.token_remove_pattern,
             "identifier_mix": self.identifier_mix,
             "digest": self.digest,
-            "version": RECIPE_VERSION,
+            "version": self.version,
         }
 
 
-PRESETS = ("default", "tiny")
+PRESETS = ("default", "fast", "tiny")
 
 
 def shipped_vocabulary() -> tuple[str, ...]:
@@ -157,7 +165,8 @@ def recipe(preset: str | None = None) -> Recipe:
             pca_dims=64,
             token_remove_pattern=_TINY_REMOVE,
         )
-    return Recipe(preset, model_id, _fingerprint(folder), shipped_vocabulary())
+    version = UNPADDED_VERSION if preset == "fast" else RECIPE_VERSION
+    return Recipe(preset, model_id, _fingerprint(folder), shipped_vocabulary(), version=version)
 
 
 def model_dir(digest: str) -> Path:
@@ -182,11 +191,19 @@ def built_recipe(digest: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def build(rec: Recipe, *, force: bool = False, log: Callable[[str], None] | None = None) -> Path:
+def build(
+    rec: Recipe,
+    *,
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
+) -> Path:
     """Distil the model of ``rec`` into its cache dir (once; later calls return at once).
 
     Needs torch, transformers and model2vec's distill extra; one build at a time per
-    digest (a second process waits for the first and then finds the model built).
+    digest (a second process waits for the first and then finds the model built), and
+    a model dir only ever appears complete (a killed build leaves a temp dir that the
+    next build of that digest removes).
     """
     import fcntl
 
@@ -197,25 +214,20 @@ def build(rec: Recipe, *, force: bool = False, log: Callable[[str], None] | None
         try:
             if is_built(rec.digest) and not force:
                 return target
-            _distill_into(rec, target, log or (lambda _msg: None))
+            _distill_into(rec, target, log or (lambda _msg: None), progress)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return target
 
 
-def _distill_into(rec: Recipe, target: Path, log: Callable[[str], None]) -> None:
+def _distill_into(
+    rec: Recipe, target: Path, log: Callable[[str], None], progress: Progress | None
+) -> None:
     from .embed import quiet_offline_hub
+    from .static_distill import distill_into
 
     quiet_offline_hub()
     logging.getLogger("model2vec").setLevel(logging.ERROR)
-    try:
-        import numpy as np
-        from model2vec.distill import distill, inference
-    except ImportError as exc:
-        raise UserError(
-            f"building the static embedder needs model2vec's distill extra ({exc}): "
-            "pip install model2vec skeletoken (or use --embed minilm)"
-        ) from exc
     model_id, folder = base_model()
     if model_id != rec.base_model or _fingerprint(folder) != rec.base_fingerprint:
         raise UserError(
@@ -224,78 +236,29 @@ def _distill_into(rec: Recipe, target: Path, log: Callable[[str], None]) -> None
         )
     log(
         f"building the static embedder {rec.key} from {model_id} "
-        f"({len(rec.vocabulary)} extra identifiers; once, about 10 minutes on 2 cores)"
+        f"({len(rec.vocabulary)} extra identifiers; once, {BUILD_TIME_HINT.get(rec.version, 'minutes')})"
     )
-    # model2vec's progress bar only where someone watches
-    inference.tqdm = functools.partial(inference.tqdm, disable=not sys.stderr.isatty())
     t0 = time.perf_counter()
-    model = distill(
-        str(folder),
-        vocabulary=list(rec.vocabulary),
-        device="cpu",
-        pca_dims=rec.pca_dims,
-        sif_coefficient=rec.sif_coefficient,
-        token_remove_pattern=rec.token_remove_pattern,
-    )
+    # leftovers of killed builds of this digest (we hold its lock: none is running)
+    for stale in target.parent.glob(f"{target.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = target.parent / f"{target.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    rows = _identifier_rows(
-        np.asarray(model.embedding, dtype=np.float32),
-        json.loads((tmp / "tokenizer.json").read_text()),
-        json.loads((folder / "tokenizer.json").read_text()),
-        rec.identifier_mix,
-    )
-    # our rows (model2vec's file keeps its own), for a fast load (mmap) without safetensors
-    np.save(tmp / "vectors.npy", rows.astype(np.float16))
-    info = rec.describe() | {"built_s": round(time.perf_counter() - t0, 1), "rows": len(rows)}
-    (tmp / "recipe.json").write_text(json.dumps(info, indent=1))
-    (tmp / "vocabulary.txt").write_text("\n".join(rec.vocabulary) + "\n")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+    tmp.mkdir()
+    try:
+        built = distill_into(rec, folder, tmp, log, progress or Progress())
+        info = rec.describe() | {"built_s": round(time.perf_counter() - t0, 1), **built}
+        (tmp / "recipe.json").write_text(json.dumps(info, indent=1))
+        (tmp / "vocabulary.txt").write_text("\n".join(rec.vocabulary) + "\n")
+        # a complete model replaces the old one in one rename: a reader (or a build killed
+        # here) sees the old model or the new one, never half of one
+        old = target.parent / f"{target.name}.tmp-{os.getpid()}-old"
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     log(f"built {rec.key} in {info['built_s']} s")
-
-
-def _identifier_rows(
-    vectors: np.ndarray, tokenizer: dict[str, Any], base_tokenizer: dict[str, Any], mix: float
-) -> np.ndarray:
-    """Reshape the rows of the tokens the vocabulary added (see the module docstring)."""
-    import numpy as np
-    from tokenizers import Tokenizer
-
-    base_vocab = set((base_tokenizer.get("model") or {}).get("vocab") or {})
-    vocab: dict[str, int] = tokenizer["model"]["vocab"]
-    added = {a["id"]: a["content"] for a in tokenizer.get("added_tokens", []) if not a["special"]}
-    words = {i: t for t, i in vocab.items() if t not in base_vocab} | added
-    if not words:
-        return vectors
-    custom = np.fromiter(sorted(words), dtype=np.int64, count=len(words))
-    base = np.setdiff1d(np.arange(len(vectors)), custom)
-    # a tokenizer without the added names splits each into the pieces it replaces
-    pieces_json = dict(tokenizer)
-    pieces_json["added_tokens"] = [a for a in tokenizer.get("added_tokens", []) if a["special"]]
-    pieces_json["model"] = dict(tokenizer["model"])
-    pieces_json["model"]["vocab"] = {t: i for t, i in vocab.items() if i not in words}
-    pieces = Tokenizer.from_str(json.dumps(pieces_json))
-    pieces.no_padding()
-    pieces.no_truncation()
-    unk = vocab.get(tokenizer["model"].get("unk_token", ""), -1)
-    own = vectors[custom] - (vectors[custom].mean(axis=0) - vectors[base].mean(axis=0))
-    base_norm = float(np.linalg.norm(vectors[base], axis=1).mean())
-    out = vectors.copy()
-    encoded = pieces.encode_batch([words[int(i)].strip() for i in custom], add_special_tokens=False)
-    for j, (i, enc) in enumerate(zip(custom, encoded, strict=True)):
-        ids = [t for t in enc.ids if t != unk]
-        mine = own[j] / (np.linalg.norm(own[j]) + 1e-9)
-        if not ids:
-            out[i] = mine * base_norm
-            continue
-        total = vectors[ids].sum(axis=0)
-        length = float(np.linalg.norm(total)) + 1e-9
-        direction = mix * total / length + (1 - mix) * mine
-        out[i] = direction / (np.linalg.norm(direction) + 1e-9) * length
-    return out
 
 
 class StaticModel:
