@@ -49,8 +49,9 @@ if TYPE_CHECKING:
 # eval-test Recall@10 -0.008, outside 0.005); the "fast" preset is 3.
 RECIPE_VERSION = 2
 UNPADDED_VERSION = 3
-# measured (bench/RESULTS.md): version 2 about 520 CPU seconds, version 3 about 100
-BUILD_TIME_HINT = {2: "5-10 minutes on 2 cores", 3: "about 1.5 minutes on 2 cores"}
+# measured (bench/RESULTS.md): version 2 about 70 CPU seconds with the transformer rows of
+# its padded identifiers shipped (static_distill.SHIPPED_ROWS; 520 without them), 3 about 100
+BUILD_TIME_HINT = {2: "about a minute on 2 cores", 3: "about 1.5 minutes on 2 cores"}
 VOCAB_FILE = Path(__file__).with_name("data") / "static_vocab.txt"
 # Base tokens model2vec drops by default; the "tiny" preset also drops whole words of
 # four letters or more (about 2,000 base tokens are left): a model that builds in

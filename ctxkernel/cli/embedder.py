@@ -38,7 +38,9 @@ _RECIPE = click.option(
 def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
     """Distil the static embedder now (once; nothing is downloaded).
 
-    The default recipe takes 5-10 minutes on 2 cores, `--recipe fast` about 1.5.
+    The default recipe takes about a minute on 2 cores (the transformer's rows of its
+    padded identifiers ship with ctxkernel; 5-10 minutes for a vocabulary or base model
+    they were not made for), `--recipe fast` about 1.5.
     """
     import time
 

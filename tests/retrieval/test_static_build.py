@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ctxkernel import static_embed
-from ctxkernel.static_distill import contextual_rows, token_ids
+from ctxkernel.static_distill import contextual_rows, shipped_rows, token_ids
 
 SMALL_REMOVE = static_embed._TINY_REMOVE + r"|[a-z]{3}$|##[a-z]{2}$"
 BUILDER = (
@@ -147,7 +147,11 @@ def test_build_gives_model2vecs_rows(
     np.testing.assert_allclose(ours, ref, rtol=0, atol=np.abs(ref).max() * 2**-10)
     info = json.loads((target / "recipe.json").read_text())
     assert info["digest"] == rec.digest and info["version"] == version
-    padded = info["tokens_embedded"] > 4 * len(ours)  # ~3 a base token, 128 an identifier
+    # ~3 tokens a base token, 128 a padded identifier (computed, or shipped: the rows of
+    # the default recipe's identifiers come with the package, and the tiny vocabulary's
+    # are among them, so these rows check the shipped ones against model2vec's)
+    tokens = info["tokens_embedded"] + info["tokens_shipped"]
+    padded = tokens > 4 * len(ours)
     assert padded == (version < static_embed.UNPADDED_VERSION)
 
 
@@ -185,3 +189,25 @@ def test_batches_of_one_length_pool_as_model2vec_does() -> None:
     theirs = create_embeddings(model, ids, device="cpu", pad_token_id=0)  # type: ignore[arg-type]
     assert ours.shape == theirs.shape == (len(ids), 384)
     np.testing.assert_allclose(ours, theirs, atol=2e-5)
+
+
+def test_shipped_rows_are_the_transformers_own() -> None:
+    """The rows that ship for the default recipe's padded identifiers are what the bundled
+    MiniLM computes for those sequences (float16 rounding), and are found by sequence:
+    another sequence (the same names unpadded, version 3) gets none of them."""
+    from skeletoken.external.transformers import reshape_embeddings
+
+    rec = static_embed.recipe("default")
+    model, _, original = _base()
+    model = reshape_embeddings(model, original)  # as the build does: rows in original's ids
+    names = ["make_tiled_copy", "local_tile", "wgmma.mma_async"]  # in the shipped vocabulary
+    ids = token_ids(names, original, padded=True)
+    shipped = shipped_rows(rec.base_fingerprint, ids)
+    assert sorted(shipped) == [0, 1, 2]
+    fresh = contextual_rows(model, ids)
+    for i in range(len(names)):
+        np.testing.assert_allclose(
+            shipped[i], fresh[i], rtol=0, atol=np.abs(fresh[i]).max() * 2**-10
+        )
+    assert shipped_rows(rec.base_fingerprint, token_ids(names, original)) == {}
+    assert shipped_rows("another-copy", ids) == {}
