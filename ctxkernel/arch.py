@@ -67,8 +67,25 @@ def _family(text: str, sm: int) -> int | None:
     return None
 
 
+# of_chunk's answers: a pure function of a chunk's path, tags and text, asked for every hit
+# of every search (the regexes cost ~0.2 ms a chunk); a warm server meets the same chunks
+_KNOWN: dict[tuple[str, tuple[str, ...], str], Requirement | None] = {}
+_NOTES: dict[str, Requirement | None] = {}  # isa_notes of a documentation chunk's text
+_KNOWN_MAX = 50_000
+
+
 def of_chunk(chunk: Chunk) -> Requirement | None:
     """What ``chunk`` needs, or None when nothing says (then every target keeps it)."""
+    key = (chunk.path, tuple(chunk.arch or ()), chunk.text)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    if len(_KNOWN) >= _KNOWN_MAX:
+        _KNOWN.clear()
+    need = _KNOWN[key] = _of_chunk(chunk)
+    return need
+
+
+def _of_chunk(chunk: Chunk) -> Requirement | None:
     notes = isa_notes(chunk.text)
     if notes is not None:
         return notes
@@ -88,6 +105,14 @@ def of_chunk(chunk: Chunk) -> Requirement | None:
     return Requirement(sm, _family(chunk.path + "\n" + chunk.text[:4000], sm))
 
 
+def _own_notes(chunk: Chunk) -> Requirement | None:
+    if chunk.text not in _NOTES:
+        if len(_NOTES) >= _KNOWN_MAX:
+            _NOTES.clear()
+        _NOTES[chunk.text] = isa_notes(chunk.text)
+    return _NOTES[chunk.text]
+
+
 def isa_notes(text: str) -> Requirement | None:
     """The requirement a PTX section's "Target ISA Notes" paragraph states, if it has one."""
     match = _ISA_NOTES_RE.search(text)
@@ -103,14 +128,16 @@ def isa_notes(text: str) -> Requirement | None:
 
 class Resolver:
     """Requirements with the index at hand: a documentation section cut into parts states
-    its Target ISA Notes once, in one part; the other parts need the same."""
+    its Target ISA Notes once, in one part; the other parts need the same. One resolver
+    may serve many searches: what it read of a section holds until that corpus is
+    indexed again (its generation changes)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._sections: dict[tuple[str, str, str], Requirement | None] = {}
+        self._sections: dict[tuple[str, str, str, str], Requirement | None] = {}
 
     def of(self, chunk: Chunk) -> Requirement | None:
-        if chunk.language in _DOC_LANGUAGES and isa_notes(chunk.text) is None:
+        if chunk.language in _DOC_LANGUAGES and _own_notes(chunk) is None:
             notes = self._section_notes(chunk)
             if notes is not None:
                 return notes
@@ -118,15 +145,17 @@ class Resolver:
 
     def _section_notes(self, chunk: Chunk) -> Requirement | None:
         title = _section_title(chunk.title)
-        key = (chunk.corpus, chunk.path, title)
+        if chunk.corpus not in self.store.corpora():
+            return None
+        cache = self.store.synced_cache(chunk.corpus)
+        key = (chunk.corpus, cache.get_info("generation") or "", chunk.path, title)
         if key not in self._sections:
             found = None
-            if chunk.corpus in self.store.corpora():
-                for part in self.store.synced_cache(chunk.corpus).chunks_of_file(chunk.path):
-                    if _section_title(part.title) == title:
-                        found = isa_notes(part.text)
-                        if found is not None:
-                            break
+            for part in cache.chunks_of_file(chunk.path):
+                if _section_title(part.title) == title:
+                    found = isa_notes(part.text)
+                    if found is not None:
+                        break
             self._sections[key] = found
         return self._sections[key]
 

@@ -575,6 +575,7 @@ class Store:
         self._client: Any = None
         self._caches: dict[str, CorpusCache] = {}
         self._collections: dict[str, Any] = {}  # handles kept for queries
+        self._records_read: tuple[tuple[int, int, int], dict[str, dict[str, Any]]] | None = None
 
     @property
     def local(self) -> bool:
@@ -628,9 +629,17 @@ class Store:
                 self._write_local_records(records)
             return records
         try:
+            # read again only when the file changed (a search asks several times)
+            st = self._records_file.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            if self._records_read is not None and self._records_read[0] == stamp:
+                return dict(self._records_read[1])
             data = json.loads(self._records_file.read_text())
         except (OSError, json.JSONDecodeError):
             data = None
+        if isinstance(data, dict):
+            self._records_read = (stamp, data)
+            return dict(data)
         if not isinstance(data, dict):
             # a damaged file: write it again from the copies each corpus keeps
             data = self._recovered_records()

@@ -129,6 +129,7 @@ class Workspace:
         self.store = Store(self.settings.index_dir, self.settings.chroma_url)
         self._embed = embed
         self._embedder: Embedder | None = None
+        self._arch_resolver: archmod.Resolver | None = None
         self._searcher: Searcher | None = None
 
     @property
@@ -224,6 +225,12 @@ class Workspace:
             out.append(status)
         return out
 
+    def _resolver(self) -> archmod.Resolver:
+        """One for the workspace's life: a warm server labels the same sections again."""
+        if self._arch_resolver is None:
+            self._arch_resolver = archmod.Resolver(self.store)
+        return self._arch_resolver
+
     # --- queries ---
     def search(
         self,
@@ -245,7 +252,7 @@ class Workspace:
         _check_texts(*(corpora or []), what="corpus")
         target = archmod.parse_target(arch) if arch else None
         with damage.guard(self.store, corpora):
-            needs = archmod.Resolver(self.store)
+            needs = self._resolver()
             if target is None:
                 result = self._search(
                     query, corpora, k, mode, path, language, kind, rerank, rerank_model

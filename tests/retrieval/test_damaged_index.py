@@ -182,3 +182,21 @@ def test_lost_records_file_is_recovered_from_the_corpus_caches(
     again = run_cli("index", "demo", "--json", *idx)
     assert again.code == 0, again.err
     assert '"files_changed": 0' in again.out
+
+
+def test_a_warm_store_sees_records_written_by_another_process(index: Path) -> None:
+    """The records are read again only when records.json changed: a long-lived store
+    (the MCP server's) still sees a corpus another process dropped or damaged."""
+    from ctxkernel.store import Store
+
+    warm = Store(index)
+    assert warm.corpora() == ["demo"]
+    assert warm.corpora() == ["demo"]  # the second read is the memo's
+    records = index / "records.json"
+    saved = records.read_text()
+    Store(index)._write_local_records({})  # another process's store: a new file
+    assert warm.corpora() == []
+    records.write_text(saved)  # written in place, not replaced: same file, new content
+    assert warm.corpora() == ["demo"]
+    _truncate(records, 7)  # damaged: recovered from the corpus caches, as before
+    assert warm.corpora() == ["demo"]
