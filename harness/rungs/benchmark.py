@@ -67,23 +67,22 @@ class BenchmarkRung:
             return RungResult.skip(
                 self, "no GPU (benchmarks time CUDA kernels; this check ran on cpu)"
             )
+        t_open = time.perf_counter()
         try:
             session, reply = ctx.workers.aux("bench")
         except WorkerGone as gone:
             return RungResult.fail(self, f"benchmark worker: {gone.reason}")
+        phase_s = {"bench_worker": round(time.perf_counter() - t_open, 3)}
         if reply.get("error"):
             message = str((reply.get("error") or {}).get("message", ""))[:300]
             return RungResult.fail(
                 self, f"the benchmark worker could not load the candidate: {message}"
             )
-        reference: WorkerSession | None = None
         notes: list[str] = []
-        if ctx.options.bench_reference:
-            reference = _reference_session(ctx, "reference", notes)
+        # opened when first timed: a cached reference timing needs no worker of its own
+        reference = _LazySession(ctx, "reference", notes) if ctx.options.bench_reference else None
         compiled = (
-            _reference_session(ctx, "reference_compiled", notes)
-            if ctx.options.compile_ref
-            else None
+            _LazySession(ctx, "reference_compiled", notes) if ctx.options.compile_ref else None
         )
         ctx.ceilings.get()  # measured once per GPU/driver/clocks, before anything is timed
         l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
@@ -94,7 +93,9 @@ class BenchmarkRung:
             if result.get("failure"):
                 reason = ctx.findings.explain(f"{result['failure']} (shape {result['label']})")
                 return RungResult.fail(self, reason, _metrics(result), {"shapes": results})
+        t_close = time.perf_counter()
         found = ctx.workers.close_aux("bench")
+        phase_s["close"] = round(time.perf_counter() - t_close, 3)
         if found:
             details = {"shapes": results, "integrity": found}
             return RungResult.fail(self, f"while timed: {found[0]}", _metrics(results[0]), details)
@@ -103,7 +104,8 @@ class BenchmarkRung:
         if notes:
             reason += "; " + "; ".join(notes)
         timings = Timings([ShapeTiming.from_record(r) for r in results])
-        return RungResult.passed(self, _metrics(first), reason, {"shapes": results}, output=timings)
+        details = {"shapes": results, "phase_s": phase_s}
+        return RungResult.passed(self, _metrics(first), reason, details, output=timings)
 
     # -- one shape ---------------------------------------------------------------------
 
@@ -111,8 +113,8 @@ class BenchmarkRung:
         self,
         ctx: LadderContext,
         session: WorkerSession,
-        reference: WorkerSession | None,
-        compiled: WorkerSession | None,
+        reference: _LazySession | None,
+        compiled: _LazySession | None,
         shape: dict[str, Any],
         index: int,
         l2: str,
@@ -135,13 +137,16 @@ class BenchmarkRung:
             ),
             "rounds": [],
         }
+        phases: dict[str, float] = {}  # seconds spent per step, for the verdict's readers
         cand_times: list[float] = []
         ref_times: list[float] = []
         comp_times: list[float] = []
         for _ in range(rounds):
             time.sleep(gap)
             key, keep_key = rng.getrandbits(62), rng.getrandbits(62)
+            t_phase = time.perf_counter()
             reply = _bench(ctx, session, shape, key, keep_key, budget, l2)
+            phases["candidate"] = phases.get("candidate", 0.0) + time.perf_counter() - t_phase
             failure = _failure(ctx, reply)
             if failure:
                 result["failure"] = failure
@@ -155,7 +160,9 @@ class BenchmarkRung:
             round_info: dict[str, Any] = {
                 "candidate": _round_summary(report, escape),
             }
+            t_phase = time.perf_counter()
             mismatch = _verify(ctx, session, reply, shape, key, rng)
+            phases["verify"] = phases.get("verify", 0.0) + time.perf_counter() - t_phase
             if mismatch:
                 result["failure"] = mismatch
                 result["rounds"].append(round_info)
@@ -177,11 +184,11 @@ class BenchmarkRung:
                     f"the candidate set a persisting-L2 limit ({after['persisting_l2_bytes']} bytes) while being timed"
                 )
                 return result
-            for subject, worker, bucket in (
+            for subject, lazy, bucket in (
                 ("reference", reference, ref_times),
                 ("reference_compiled", compiled, comp_times),
             ):
-                if worker is None:
+                if lazy is None:
                     continue
                 cache_key = _reference_key(ctx, subject, shape, l2) if rounds == 1 else None
                 clock = reftimes.observed_clock(report)
@@ -190,8 +197,15 @@ class BenchmarkRung:
                     bucket += [float(t) for t in cached["times_s"]]
                     round_info[subject] = {**cached["summary"], "cached": True}
                     continue
+                t_phase = time.perf_counter()
+                worker = lazy.get()
+                phases[f"{subject}_worker"] = time.perf_counter() - t_phase
+                if worker is None:
+                    continue
                 time.sleep(gap)
+                t_phase = time.perf_counter()
                 ref_reply = _bench(ctx, worker, shape, rng.getrandbits(62), 0, budget, l2)
+                phases[subject] = phases.get(subject, 0.0) + time.perf_counter() - t_phase
                 if ref_reply.get("ok"):
                     bucket += [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
                     round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
@@ -202,6 +216,7 @@ class BenchmarkRung:
                 else:
                     round_info[subject] = {"error": _reply_error(ref_reply)}
             result["rounds"].append(round_info)
+        result["phase_s"] = {k: round(v, 3) for k, v in phases.items()}
         cand = summarize(cand_times)
         result["candidate"] = cand.as_dict()
         if rounds > 1:  # the compute-bound protocol's two-run (round-to-round) difference
@@ -251,6 +266,21 @@ def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> Worke
         notes.append(f"{role} not timed: {str((reply['error'] or {}).get('message', ''))[:200]}")
         return None
     return session
+
+
+class _LazySession:
+    """A reference worker opened on first use (``_reference_session``), once."""
+
+    def __init__(self, ctx: LadderContext, role: str, notes: list[str]) -> None:
+        self.ctx, self.role, self.notes = ctx, role, notes
+        self._opened = False
+        self._session: WorkerSession | None = None
+
+    def get(self) -> WorkerSession | None:
+        if not self._opened:
+            self._opened = True
+            self._session = _reference_session(self.ctx, self.role, self.notes)
+        return self._session
 
 
 def _compute_bound(ctx: LadderContext, shape: dict[str, Any]) -> bool:
