@@ -136,6 +136,10 @@ def _phases(doc: dict[str, Any], wall: float) -> dict[str, Any]:
     compile_s = float(compile_m.get("import_s") or 0) + float(compile_m.get("first_call_s") or 0)
     run_s = float(run_m.get("elapsed_s") or 0)
     bench = rungs.get("benchmark") or {}
+    details = bench.get("details") or {}
+    shapes = details.get("shapes") or [{}]
+    first = ((shapes[0].get("rounds") or [{}])[0].get("candidate")) or {}
+    inside = {k: first.get(k) for k in ("warmup_s", "setup_s", "witness_s", "timed_s")}
     return {
         "wall_s": round(wall, 3),
         "compile_s": round(compile_s, 3),
@@ -145,6 +149,10 @@ def _phases(doc: dict[str, Any], wall: float) -> dict[str, Any]:
         "workers": (doc.get("environment") or {}).get("workers"),
         "bench_status": bench.get("status"),
         "rung_s": (doc.get("environment") or {}).get("rung_s"),
+        # where the benchmark rung's seconds went: its workers, each step, inside the worker
+        "bench_s": {**(details.get("phase_s") or {}), **(shapes[0].get("phase_s") or {}), **inside}
+        if bench
+        else None,
     }
 
 

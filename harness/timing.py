@@ -482,6 +482,7 @@ class Bench:
         warmup_s = _perf_counter() - t_warm
         host_call_s = quantile(sorted(host_s), 0.5) if host_s else 0.0
         self.set_lead(config.l2, host_call_s)
+        t_setup = _perf_counter()
         calibration = self.calibrate(config.l2, config.calibrate)
 
         graph_note = None
@@ -496,8 +497,11 @@ class Bench:
                 runner, make = captured
 
         seen = None
+        t_witness = _perf_counter()
         if config.witness > 0 and self.device == "cuda":
             seen, index = self._witness(runner, make, index, config)
+        witness_s = _perf_counter() - t_witness
+        setup_s = _perf_counter() - t_setup - witness_s  # calibration, graph capture
         kept = _Kept(config.keep_key, config.keep_bytes)
         events: list[float] = []
         device: list[float] = []
@@ -537,6 +541,8 @@ class Bench:
             "stop": stop,
             "warmup_calls": warm,
             "warmup_s": warmup_s,
+            "setup_s": setup_s,
+            "witness_s": witness_s,
             "timed_s": timed_s,
             "l2": config.l2,
             "l2_bytes": self.l2,

@@ -161,7 +161,7 @@ class BenchmarkRung:
                 "candidate": _round_summary(report, escape),
             }
             t_phase = time.perf_counter()
-            mismatch = _verify(ctx, session, reply, shape, key, rng)
+            mismatch = _verify(ctx, session, reply, shape, key, rng, phases)
             phases["verify"] = phases.get("verify", 0.0) + time.perf_counter() - t_phase
             if mismatch:
                 result["failure"] = mismatch
@@ -369,6 +369,9 @@ def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, 
             "witness": report.get("witness"),  # the second timer (harness/witness.py)
             "budget_s": (report.get("rule") or {}).get("budget_s"),
             "timed_s": report.get("timed_s"),
+            "warmup_s": report.get("warmup_s"),
+            "setup_s": report.get("setup_s"),
+            "witness_s": report.get("witness_s"),
         }
     )
     return summary
@@ -393,8 +396,11 @@ def _verify(
     shape: dict[str, Any],
     key: int,
     rng: random.Random,
+    phases: dict[str, float] | None = None,
 ) -> str | None:
     """Re-check kept timed outputs: the parent picks calls and elements after the fact."""
+    phases = {} if phases is None else phases
+    t_ref = time.perf_counter()
     kept = list((reply.get("report") or {}).get("kept") or [])
     if not kept:
         return "no timed output was kept to re-check"
@@ -424,12 +430,15 @@ def _verify(
             picks.append({"index": call, "leaf": leaf_no, "t": len(index_tensors)})
             index_tensors.append(idx)
             expected.append((call, leaf_no, flat, idx))
+    t_sample = time.perf_counter()
+    phases["verify_reference"] = phases.get("verify_reference", 0.0) + t_sample - t_ref
     try:
         sample = session.request(
             {"op": "bench_sample", "picks": picks, "release": True}, index_tensors, 300.0, 1 << 31
         )
     except WorkerGone as gone:
         return f"the benchmark worker died while sending timed outputs: {gone.reason}"
+    phases["verify_sample"] = phases.get("verify_sample", 0.0) + time.perf_counter() - t_sample
     answers = sample.header.get("picks") or []
     for (call, leaf_no, flat, picked), answer in zip(expected, answers, strict=False):
         if answer.get("missing") or answer.get("t") is None:
@@ -440,8 +449,9 @@ def _verify(
             return f"timed call {call}: output #{leaf_no} has {got.numel()} elements, expected {want.numel()}"
         result = compare(
             got.reshape(-1),
-            want.detach().to("cpu").reshape(-1),
+            want.detach().reshape(-1),
             ctx.problem.tolerance_for(want.dtype),
+            on_device=True,  # where the parent's reference is: the GPU
         )
         if not result.ok:
             return (
