@@ -6,7 +6,9 @@ here). One Workspace, and so one embedding model, lives for the whole server pro
 calls run one at a time in a worker thread so the event loop keeps answering. A bad
 argument or a failed lookup is a tool result with ``isError: true``, never a crash; a call
 to a tool the server does not have is a protocol error (invalid params). Logs
-go to stderr: on stdio, stdout is the protocol.
+go to stderr: on stdio, stdout is the protocol. A stdio pipe (what a client spawning the
+server gives) is read and written by asyncio's pipe transports on the event loop, not a
+thread per line as the SDK's own stdio does (~1.5 ms less per call on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -152,10 +154,13 @@ async def _serve_stdio(app: ToolServer, warm: bool) -> None:
     from mcp.server.stdio import stdio_server
 
     log.info("serving over stdio")
-    # fd 1 points at stderr inside stdio_server: nothing the model loading prints reaches the wire
-    with _claimed_stdin() as stdin:
+    # fd 1 points at stderr while serving: nothing the model loading prints reaches the wire
+    with _claimed_stdin() as stdin, _claimed_stdout() as stdout:
         async with (
-            stdio_server(stdin=cast(Any, _ValidTextLines(stdin))) as (read_stream, write_stream),
+            stdio_server(stdin=cast(Any, _ValidTextLines(stdin)), stdout=cast(Any, stdout)) as (
+                read_stream,
+                write_stream,
+            ),
             anyio.create_task_group() as tg,
         ):
             if warm:
@@ -167,20 +172,123 @@ async def _serve_stdio(app: ToolServer, warm: bool) -> None:
 
 @contextmanager
 def _claimed_stdin() -> Iterator[Any]:
-    """The wire's stdin as UTF-8 text (undecodable bytes become U+FFFD), with fd 0 pointed
-    at the null device meanwhile, so no child (a harness worker) reads protocol bytes."""
+    """The wire's stdin as UTF-8 text lines (undecodable bytes become U+FFFD), with fd 0
+    pointed at the null device meanwhile, so no child (a harness worker) reads protocol
+    bytes. A pipe or socket (what a client spawning the server gives) is read on the event
+    loop; anything else (a terminal, a file) by a thread, a line at a time. Its blocking
+    mode is restored at the end."""
     import anyio
 
     private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    blocking = os.get_blocking(private)  # the pipe transport makes it non-blocking
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    raw = os.fdopen(private, "rb", closefd=False)
     try:
-        yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
+        if _is_pipe(private):
+            yield _PipeLines(private)
+        else:
+            raw = os.fdopen(private, "rb", closefd=False)
+            yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
     finally:
+        os.set_blocking(private, blocking)
         os.dup2(private, 0)
         os.close(private)
+
+
+@contextmanager
+def _claimed_stdout() -> Iterator[Any]:
+    """The wire's stdout, with fd 1 pointed at stderr meanwhile (what the model loading or
+    a library prints never reaches the wire): written on the event loop for a pipe or a
+    socket, by a thread otherwise."""
+    import anyio
+
+    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    blocking = os.get_blocking(private)
+    os.dup2(2, 1)
+    writer = _PipeWriter(private) if _is_pipe(private) else None
+    try:
+        if writer is not None:
+            yield writer
+        else:
+            raw = os.fdopen(private, "wb", closefd=False)
+            yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8"))
+    finally:
+        if writer is not None:
+            writer.close()
+        os.set_blocking(private, blocking)
+        os.dup2(private, 1)
+        os.close(private)
+
+
+def _is_pipe(fd: int) -> bool:
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+# a request line longer than this ends the session (the SDK reads lines of any length
+# from a file; a pipe's reader needs a bound)
+MAX_LINE = 1 << 30
+
+
+class _PipeLines:
+    """A pipe's lines, read by asyncio's pipe transport on the event loop: the SDK's stdin
+    reader hands each line to a worker thread and back (~0.5 ms on a small machine, per
+    request), this does not."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_LINE)
+        raw = os.fdopen(self.fd, "rb", buffering=0, closefd=False)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), raw
+        )
+        try:
+            while line := await reader.readline():
+                yield line.decode("utf-8", errors="replace")
+        finally:
+            transport.close()
+
+
+class _PipeWriter:
+    """The SDK's stdout writer's file (``write``, ``flush``) on asyncio's pipe transport."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._writer: Any = None
+
+    async def _open(self) -> Any:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        raw = os.fdopen(self.fd, "wb", buffering=0, closefd=False)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, raw)
+        self._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        return self._writer
+
+    async def write(self, text: str) -> None:
+        writer = self._writer or await self._open()
+        writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        if self._writer is not None:
+            await self._writer.drain()
+
+    def close(self) -> None:
+        """Let go of the transport (the descriptor stays open: its owner closes it)."""
+        if self._writer is not None:
+            self._writer.transport.abort()
+            self._writer = None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

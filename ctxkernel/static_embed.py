@@ -237,7 +237,7 @@ def _distill_into(
         )
     log(
         f"building the static embedder {rec.key} from {model_id} "
-        f"({len(rec.vocabulary)} extra identifiers; once, {BUILD_TIME_HINT.get(rec.version, 'minutes')})"
+        f"({len(rec.vocabulary)} extra identifiers; once, {'seconds' if rec.preset == 'tiny' else BUILD_TIME_HINT.get(rec.version, 'minutes')})"
     )
     t0 = time.perf_counter()
     # leftovers of killed builds of this digest (we hold its lock: none is running)

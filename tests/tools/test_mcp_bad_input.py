@@ -121,3 +121,30 @@ def test_mcp_call_to_an_unknown_tool_is_a_protocol_error(raw_server: RawServer) 
     assert reply["error"]["code"] == -32602  # invalid params, as the MCP spec asks
     assert "unknown tool 'no_such_tool'" in reply["error"]["message"]
     assert "search" in reply["error"]["message"]
+
+
+def test_mcp_over_files_not_pipes(demo_index: DemoIndex, tmp_path: Path) -> None:
+    """stdin and stdout that are files (a recorded session replayed, its output kept) take
+    the threaded path, not the pipe transport: the requests before the end of the file are
+    answered (the end of stdin ends the session, as it does on a pipe)."""
+    requests = tmp_path / "requests.jsonl"
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "file-test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    ]  # fmt: skip
+    requests.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "replies.jsonl"
+    with requests.open("rb") as stdin, out.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxkernel", "mcp", "--no-warm", "--index-dir",
+             str(demo_index.index_dir)],
+            stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+            env=subprocess_env(demo_index.env), cwd=str(ROOT), timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    replies = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    assert [r.get("id") for r in replies] == [0, 1]
+    assert "search" in {t["name"] for t in replies[1]["result"]["tools"]}
