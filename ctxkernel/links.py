@@ -55,7 +55,11 @@ _STRING_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'")
 _FILE_NAME_RE = re.compile(r"[\w./+-]*\.(?:h|hh|hpp|cuh|cu|cpp|cc|inl|inc|py|md|txt|json)")
 _NVVM_RE = re.compile(r"(?:\b|_)nvvm\.(?P<name>[a-z][a-z0-9_]*)\s*\(")
 _ANCHOR_RE = re.compile(r"parallel-thread-execution/(?:index\.html)?#(?P<anchor>[a-z0-9-]+)")
-_IDENT_RE = re.compile(r"(?:(?P<qual>[A-Za-z_]\w*)\s*(?:\.|::)\s*)?(?P<name>[A-Za-z_]\w*)")
+# the qualifier's ``\w*+`` and ``\s*+`` never give back (a shorter qualifier is followed by
+# a word character, never by ``.``/``::``: the same matches, without retrying each identifier
+# at every length, which made this scan most of a cutlass index's concept-link time)
+_IDENT_RE = re.compile(r"(?:(?P<qual>[A-Za-z_]\w*+)\s*+(?:\.|::)\s*)?(?P<name>[A-Za-z_]\w*)")
+_TOKEN_RE = re.compile(r"[A-Za-z_]\w*")  # a superset of _IDENT_RE's names
 _NVVM_SKIP = ("read_ptx_sreg", "inline_ptx", "load", "store", "fmin", "fmax", "fabs")
 # nvvm op names that do not spell their PTX instruction
 _NVVM_ALIASES = {
@@ -337,17 +341,27 @@ def _calls(
 ) -> Iterator[Mention]:
     uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
     counts: dict[tuple[bool, str], int] = {}
+    # the names each family implements: a chunk none of whose tokens is one is skipped
+    # before the identifier scan (most chunks; the scan was 10 of cutlass's 13 s of links)
+    wanted = {py: {n for fam, n in implementers if fam == py} for py in (False, True)}
     for row in rows:
         language = row[7] or ""
         if language not in _CODE and language != "notebook":
             continue
         python = language in ("python", "notebook")
+        text = row[9] or ""
+        if wanted[python].isdisjoint(_TOKEN_RE.findall(text)):
+            continue  # every name _IDENT_RE finds is one of these tokens
         ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
         seen: dict[tuple[bool, str], str | None] = {}
-        for m in _IDENT_RE.finditer(row[9] or ""):
-            name = (python, m.group("name"))
-            if name in implementers and (name not in seen or seen[name] is None):
-                seen[name] = m.group("qual")
+        family = wanted[python]
+        # (qualifier or "", name) of every identifier, in order, scanned in C
+        for qual, bare in _IDENT_RE.findall(text):
+            if bare not in family:
+                continue
+            name = (python, bare)
+            if name not in seen or seen[name] is None:
+                seen[name] = qual or None
         defined = set((row[6] or "").split())
         called = [(n, q) for n, q in seen.items() if n[1] not in defined]
         for n, _ in called:
@@ -461,6 +475,7 @@ class Vocabulary:
     # Scaling for mma.sync", "Matrix Fragments for mma.m16n8k16"): a link resolves past
     # them to the instruction (``mma.sync.aligned.m16n8k8`` is the ``mma`` instruction)
     aside: frozenset[str] = frozenset()
+    _resolved: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, store: Store) -> Vocabulary:
@@ -482,6 +497,11 @@ class Vocabulary:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
         if not self.names:
             return None  # no PTX manual indexed: no section to link to
+        if key not in self._resolved:  # a docs call asks for thousands of keys, many alike
+            self._resolved[key] = self._resolve(key)
+        return self._resolved[key]
+
+    def _resolve(self, key: str) -> str | None:
         if key not in self.names:
             # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
             # shortest PTX name it begins
