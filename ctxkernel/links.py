@@ -308,12 +308,19 @@ def _users(
     builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
     by_row: dict[str, tuple[Any, ...]] = {}
     first = list(_calls(rows, corpus, implementers, by_row))
+    # each call pattern spells its intrinsic's name: a text without it is not searched
+    # (a pattern that starts with \b has no literal prefix for the regex engine to skip by)
+    present = [
+        (pattern, key, via, via.rsplit(":", 1)[1])
+        for pattern, key, via in intrinsic_calls
+        if key in present_intrinsics
+    ]
     for row in rows:
         text = row[9] or ""
         ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
-        for pattern, key, via in intrinsic_calls:
-            if key in present_intrinsics and pattern.search(text):
-                yield Mention(key, via.rsplit(":", 1)[1], ident, "uses", "call", via)
+        for pattern, key, via, name in present:
+            if name in text and pattern.search(text):
+                yield Mention(key, name, ident, "uses", "call", via)
     helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
     for mention in first:
         yield mention
