@@ -512,7 +512,9 @@ def _index_corpus(
     cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
     links_task = progress.task(f"{corpus.name}: concept links", None)
-    links.table(cache).close()  # rebuilt when the generation moved on
+    # rebuilt when the generation moved on, unless no file the links are made from changed
+    touched = None if (force or extra) else {w.entry.path for w in work} | set(removed)
+    links.refresh(cache, touched)
     links_task.done()
     t = clock.lap("links", t)
     record = CorpusRecord(

@@ -16,6 +16,7 @@ re-indexing the PTX manual never leaves the other corpora's links stale either.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -266,23 +267,17 @@ def build(cache: CorpusCache) -> int:
     for path_part, name, ptx, call in INTRINSICS:
         intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
     present_intrinsics: set[str] = set()
-    columns = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+    # the files whose chunks any link is made from (see ``refresh``)
+    involved: set[str] = set()
     # the corpus's link-only sources (CUTLASS's arch headers) are linked like the rest
-    rows = list(cache.iter_rows(columns)) + list(cache.iter_link_rows(columns))
+    rows = list(cache.iter_rows(_ROW_COLUMNS)) + list(cache.iter_link_rows(_ROW_COLUMNS))
     for row in rows:
-        chunk = Chunk(
-            corpus=cache.corpus,
-            path=row[2],
-            start_line=row[3],
-            end_line=row[4],
-            text=row[9] or "",
-            symbol=row[5] or "",
-            defines=tuple((row[6] or "").split()),
-            language=row[7] or "text",
-            kind=row[8] or "source",
-        )
+        chunk = _chunk_of(cache.corpus, row)
         chunk_paths[chunk.id] = chunk.path
-        for m in extract(chunk):
+        found = extract(chunk)
+        if found:
+            involved.add(chunk.path)
+        for m in found:
             mentions.append(m)
             if m.how == "intrinsic":
                 present_intrinsics.add(m.key)
@@ -291,9 +286,106 @@ def build(cache: CorpusCache) -> int:
             for name in _owners(chunk, m.at):
                 family = (chunk.language == "python", name)
                 implementers.setdefault(family, []).append((m.key, chunk.id, chunk.path))
-    mentions.extend(_users(rows, cache.corpus, implementers, intrinsic_calls, present_intrinsics))
-    _write(cache, mentions)
+    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
+    mentions.extend(
+        _users(
+            rows, cache.corpus, implementers, intrinsic_calls, present_intrinsics, involved,
+            helpers,
+        )
+    )  # fmt: skip
+    names = sorted({*implementers, *helpers})
+    for row in rows:  # a file that defines a name others are linked through
+        if any((_is_python(row[7]), n) in implementers for n in (row[6] or "").split()):
+            involved.add(row[2])
+    _write(
+        cache,
+        mentions,
+        {
+            "refresh": REFRESH_VERSION,
+            "involved": json.dumps(sorted(involved)),
+            "names": json.dumps(names),
+            "present": json.dumps(sorted(present_intrinsics)),
+        },
+    )
     return len(mentions)
+
+
+_ROW_COLUMNS = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
+# what the refresh shortcut reads from a table's info (a table without it is rebuilt)
+REFRESH_VERSION = "1"
+
+
+def _is_python(language: str | None) -> bool:
+    return (language or "") in ("python", "notebook")
+
+
+def _chunk_of(corpus: str, row: tuple[Any, ...]) -> Chunk:
+    return Chunk(
+        corpus=corpus,
+        path=row[2],
+        start_line=row[3],
+        end_line=row[4],
+        text=row[9] or "",
+        symbol=row[5] or "",
+        defines=tuple((row[6] or "").split()),
+        language=row[7] or "text",
+        kind=row[8] or "source",
+    )
+
+
+def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> bool:
+    """Bring the link table up to date after an index run that wrote or removed the files
+    ``changed`` (None: unknown). When none of them held a chunk any link is made from --
+    no instruction of its own, no call to a linked name, no definition of one -- and none
+    holds one now, every link and every name it goes through is as it was: only the
+    table's generation moves. Otherwise (or without a table) it is built again. True when
+    it was built again."""
+    path = cache.directory / LINKS_FILE
+    generation = cache.get_info("generation") or ""
+    if changed is not None and path.exists():
+        try:
+            db = sqlite3.connect(path)
+            try:
+                info = dict(db.execute("SELECT key, value FROM info").fetchall())
+                if info.get("generation") == generation:
+                    return False
+                if info.get("refresh") == REFRESH_VERSION and _untouched(cache, set(changed), info):
+                    db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+                    db.commit()
+                    return False
+            finally:
+                db.close()
+        except (sqlite3.Error, ValueError):
+            pass  # a damaged table: built again
+    build(cache)
+    return True
+
+
+def _untouched(cache: CorpusCache, changed: set[str], info: dict[str, str]) -> bool:
+    """None of ``changed`` was involved in the links when they were built (``involved``),
+    and none of their chunks now is: ``build`` would find the same links."""
+    if changed & set(json.loads(info["involved"])):
+        return False
+    names = {(bool(py), str(n)) for py, n in json.loads(info["names"])}
+    plain = {n for _, n in names}
+    present = set(json.loads(info["present"]))
+    calls = [(re.compile(call), name) for _, name, ptx, call in INTRINSICS if norm(ptx) in present]
+    db = cache.db()
+    for table in ("chunks", "link_chunks"):
+        for p in sorted(changed):
+            for row in db.execute(f"SELECT {_ROW_COLUMNS} FROM {table} WHERE path=?", (p,)):
+                chunk = _chunk_of(cache.corpus, row)
+                if extract(chunk) or plain.intersection(chunk.defines):
+                    return False
+                if chunk.language in _CODE or chunk.language == "notebook":
+                    tokens = set(_TOKEN_RE.findall(chunk.text))
+                    if any((_is_python(chunk.language), t) in names for t in tokens):
+                        return False
+                if any(
+                    name in chunk.text and pattern.search(chunk.text) for pattern, name in calls
+                ):
+                    return False
+    return True
 
 
 def _users(
@@ -302,12 +394,16 @@ def _users(
     implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
     intrinsic_calls: list[tuple[re.Pattern[str], str, str]],
     present_intrinsics: set[str],
+    involved: set[str] | None = None,
+    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] | None = None,
 ) -> Iterator[Mention]:
     """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic; then
     the examples that call a library helper which calls a wrapper (a Hopper GEMM example
     builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
+    involved = set() if involved is None else involved
+    helpers = {} if helpers is None else helpers
     by_row: dict[str, tuple[Any, ...]] = {}
-    first = list(_calls(rows, corpus, implementers, by_row))
+    first = list(_calls(rows, corpus, implementers, by_row, involved))
     # each call pattern spells its intrinsic's name: a text without it is not searched
     # (a pattern that starts with \b has no literal prefix for the regex engine to skip by)
     present = [
@@ -320,8 +416,8 @@ def _users(
         ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
         for pattern, key, via, name in present:
             if name in text and pattern.search(text):
+                involved.add(row[2])
                 yield Mention(key, name, ident, "uses", "call", via)
-    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
     for mention in first:
         yield mention
         row = by_row[mention.chunk_id]
@@ -336,7 +432,7 @@ def _users(
                 entry = (mention.key, mention.chunk_id, row[2])
                 helpers.setdefault((python, name), []).append(entry)
     examples = [r for r in rows if (r[8] or "") in _EXAMPLE_KINDS]
-    for mention in _calls(examples, corpus, helpers, {}):
+    for mention in _calls(examples, corpus, helpers, {}, involved):
         yield Mention(mention.key, mention.raw, mention.chunk_id, "uses", "call2", mention.via)
 
 
@@ -345,6 +441,7 @@ def _calls(
     corpus: str,
     implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
     by_row: dict[str, tuple[Any, ...]],
+    involved: set[str] | None = None,
 ) -> Iterator[Mention]:
     uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
     counts: dict[tuple[bool, str], int] = {}
@@ -359,6 +456,8 @@ def _calls(
         text = row[9] or ""
         if wanted[python].isdisjoint(_TOKEN_RE.findall(text)):
             continue  # every name _IDENT_RE finds is one of these tokens
+        if involved is not None:
+            involved.add(row[2])  # it spells a linked name: a call, or one over the cap
         ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
         seen: dict[tuple[bool, str], str | None] = {}
         family = wanted[python]
@@ -429,7 +528,9 @@ def _loose_arch(text: str) -> set[int]:
     return found
 
 
-def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
+def _write(
+    cache: CorpusCache, mentions: list[Mention], extra: dict[str, str] | None = None
+) -> None:
     path = cache.directory / LINKS_FILE
     # a name of its own: two readers that find the artifact stale may build it at once
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -449,6 +550,7 @@ def _write(cache: CorpusCache, mentions: list[Mention]) -> None:
         db.execute(
             "INSERT INTO info VALUES('generation', ?)", (cache.get_info("generation") or "",)
         )
+        db.executemany("INSERT INTO info VALUES(?, ?)", sorted((extra or {}).items()))
         db.commit()
     finally:
         db.close()

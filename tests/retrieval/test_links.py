@@ -262,6 +262,77 @@ def test_reindexing_a_changed_wrapper_updates_its_link(
     assert ids and ids <= cache.all_ids()
 
 
+LAYOUT_HPP = """\
+#pragma once
+namespace cute {
+template <class Shape, class Stride>
+struct Layout { Shape shape; Stride stride; };
+}  // namespace cute
+"""
+
+CALLER_PY = '''\
+"""Another Hopper example for the tests."""
+
+from cutlass.cute.arch.mma import warpgroup_mma_async
+
+
+def tile_step(acc, a_desc, b_desc):
+    return warpgroup_mma_async(acc, a_desc, b_desc)
+'''
+
+
+def _table(ws: Workspace) -> tuple[int, list[tuple[object, ...]], str]:
+    """(inode, rows in order, generation) of the cutlass link table."""
+    cache = ws.store.synced_cache("cutlass")
+    artifact = cache.directory / links.LINKS_FILE
+    db = links.table(cache)
+    rows = db.execute("SELECT * FROM links").fetchall()
+    generation = db.execute("SELECT value FROM info WHERE key='generation'").fetchone()[0]
+    db.close()
+    assert generation == cache.get_info("generation")
+    return artifact.stat().st_ino, rows, generation
+
+
+def test_a_change_no_link_is_made_from_keeps_the_table(linked: tuple[Workspace, Repo]) -> None:
+    """A file with no instruction, no call to a linked name and no definition of one,
+    added, changed and removed: the table stays (its generation moves with the index),
+    and holds what a full build finds, row for row."""
+    ws, code = linked
+    inode, rows, generation = _table(ws)
+    for step in ("add", "change", "remove"):
+        if step == "remove":
+            code.remove("include/cute/layout.hpp")
+        else:
+            code.write(
+                "include/cute/layout.hpp", LAYOUT_HPP + ("// v2\n" if step == "change" else "")
+            )
+        code.commit(f"layout: {step}")
+        ws.update("cutlass")
+        now_inode, now_rows, now_generation = _table(ws)
+        assert now_generation != generation, step  # the index moved on
+        assert (now_inode, now_rows) == (inode, rows), step  # the table did not need to
+        generation = now_generation
+    links.build(ws.store.synced_cache("cutlass"))  # what a full build finds
+    assert _table(ws)[1] == rows
+
+
+def test_a_file_that_starts_calling_a_wrapper_is_linked(linked: tuple[Workspace, Repo]) -> None:
+    """A new caller of a linked wrapper, then the caller gone: the table is built again
+    each time (the shortcut never keeps a stale link or misses a new one)."""
+    ws, code = linked
+    inode, _, _ = _table(ws)
+    code.write("examples/hopper/tile.py", CALLER_PY)
+    code.commit("a second caller")
+    ws.update("cutlass")
+    assert "examples/hopper/tile.py" in _paths(ws, "wgmma.mma_async")
+    assert _table(ws)[0] != inode  # built again
+    code.remove("examples/hopper/tile.py")
+    code.commit("the caller gone")
+    ws.update("cutlass")
+    assert "examples/hopper/tile.py" not in _paths(ws, "wgmma.mma_async")
+    assert EXAMPLE in _paths(ws, "wgmma.mma_async")
+
+
 def test_links_artifact_rebuilds_when_older_than_the_index(
     linked: tuple[Workspace, Repo],
 ) -> None:
