@@ -31,8 +31,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import re
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 # model2vec's 256 sequences of 3 tokens: 768) over the same sequences; the activations of
 # one pass stay in a few hundred MB
 TOKENS_PER_BATCH = 16384
+log = logging.getLogger(__name__)
 # The transformer's rows of the default recipe's padded identifiers (version 2: 7,336
 # sequences of 128 tokens, 90 % of its build's CPU time), computed once by
 # ``bench/ship_static_rows.py`` and shipped; the build computes only what is not in it.
@@ -196,11 +199,18 @@ def shipped_rows(base_fingerprint: str, ids: Sequence[Sequence[int]]) -> dict[in
 
     if not SHIPPED_ROWS.is_file():
         return {}
-    with np.load(SHIPPED_ROWS, allow_pickle=False) as data:
-        meta = json.loads(str(data["meta"]))
-        if meta.get("base_fingerprint") != base_fingerprint:
-            return {}
-        keys, rows, mean = data["keys"], data["rows"], data["mean"]
+    try:
+        with np.load(SHIPPED_ROWS, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            if meta.get("base_fingerprint") != base_fingerprint:
+                return {}
+            keys, rows, mean = data["keys"], data["rows"], data["mean"]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        # a damaged file costs time, never a wrong model: every row is computed
+        log.warning("%s unreadable (%s): computing every row", SHIPPED_ROWS.name, exc)
+        return {}
+    if rows.shape != (len(keys), mean.shape[0]):
+        return {}
     where = {int(k): j for j, k in enumerate(keys.tolist())}
     out: dict[int, np.ndarray] = {}
     for i, seq in enumerate(ids):

@@ -211,3 +211,21 @@ def test_shipped_rows_are_the_transformers_own() -> None:
         )
     assert shipped_rows(rec.base_fingerprint, token_ids(names, original)) == {}
     assert shipped_rows("another-copy", ids) == {}
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_shipped_file_means_computing_not_failing(
+    damage: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shipped-rows file cut short or overwritten (a broken install) gives no rows, so
+    the build computes them all: slower, never wrong, never a traceback."""
+    from ctxkernel import static_distill
+
+    bad = tmp_path / "rows.npz"
+    shipped = static_distill.SHIPPED_ROWS.read_bytes()
+    bad.write_bytes(b"not a zip file" if damage == "garbage" else shipped[: len(shipped) // 2])
+    monkeypatch.setattr(static_distill, "SHIPPED_ROWS", bad)
+    _, _, original = _base()
+    ids = token_ids(["make_tiled_copy"], original, padded=True)
+    rec = static_embed.recipe("default")
+    assert shipped_rows(rec.base_fingerprint, ids) == {}
