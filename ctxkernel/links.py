@@ -293,7 +293,6 @@ def build(cache: CorpusCache) -> int:
             helpers,
         )
     )  # fmt: skip
-    names = sorted({*implementers, *helpers})
     for row in rows:  # a file that defines a name others are linked through
         if any((_is_python(row[7]), n) in implementers for n in (row[6] or "").split()):
             involved.add(row[2])
@@ -303,7 +302,8 @@ def build(cache: CorpusCache) -> int:
         {
             "refresh": REFRESH_VERSION,
             "involved": json.dumps(sorted(involved)),
-            "names": json.dumps(names),
+            "implementers": json.dumps(sorted(implementers)),
+            "helpers": json.dumps(sorted(helpers)),
             "present": json.dumps(sorted(present_intrinsics)),
         },
     )
@@ -312,7 +312,7 @@ def build(cache: CorpusCache) -> int:
 
 _ROW_COLUMNS = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
 # what the refresh shortcut reads from a table's info (a table without it is rebuilt)
-REFRESH_VERSION = "1"
+REFRESH_VERSION = "2"
 
 
 def _is_python(language: str | None) -> bool:
@@ -366,8 +366,11 @@ def _untouched(cache: CorpusCache, changed: set[str], info: dict[str, str]) -> b
     and none of their chunks now is: ``build`` would find the same links."""
     if changed & set(json.loads(info["involved"])):
         return False
-    names = {(bool(py), str(n)) for py, n in json.loads(info["names"])}
-    plain = {n for _, n in names}
+    # what ``build`` counts as involvement, exactly: an instruction of its own, a definition
+    # of an implemented name (its family's), a token naming one (any code), or naming a
+    # helper (examples: the second pass reads only them), a Gluon intrinsic's call
+    implemented = {(bool(py), str(n)) for py, n in json.loads(info["implementers"])}
+    helped = implemented | {(bool(py), str(n)) for py, n in json.loads(info["helpers"])}
     present = set(json.loads(info["present"]))
     calls = [(re.compile(call), name) for _, name, ptx, call in INTRINSICS if norm(ptx) in present]
     db = cache.db()
@@ -375,11 +378,12 @@ def _untouched(cache: CorpusCache, changed: set[str], info: dict[str, str]) -> b
         for p in sorted(changed):
             for row in db.execute(f"SELECT {_ROW_COLUMNS} FROM {table} WHERE path=?", (p,)):
                 chunk = _chunk_of(cache.corpus, row)
-                if extract(chunk) or plain.intersection(chunk.defines):
+                python = _is_python(chunk.language)
+                if extract(chunk) or any((python, n) in implemented for n in chunk.defines):
                     return False
                 if chunk.language in _CODE or chunk.language == "notebook":
-                    tokens = set(_TOKEN_RE.findall(chunk.text))
-                    if any((_is_python(chunk.language), t) in names for t in tokens):
+                    names = helped if chunk.kind in _EXAMPLE_KINDS else implemented
+                    if any((python, t) in names for t in set(_TOKEN_RE.findall(chunk.text))):
                         return False
                 if any(
                     name in chunk.text and pattern.search(chunk.text) for pattern, name in calls
