@@ -16,6 +16,7 @@ re-indexing the PTX manual never leaves the other corpora's links stale either.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -589,6 +590,7 @@ class Vocabulary:
     # them to the instruction (``mma.sync.aligned.m16n8k8`` is the ``mma`` instruction)
     aside: frozenset[str] = frozenset()
     _resolved: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
+    _order: list[tuple[str, int]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, store: Store) -> Vocabulary:
@@ -618,12 +620,18 @@ class Vocabulary:
         if key not in self.names:
             # a name cut short (an anchor ``...-wgmma-mma``, a bare ``elect``): the
             # shortest PTX name it begins
-            longer = sorted(
-                (k for k in self.names if k.startswith(key + "_") and k not in self.aside),
-                key=len,
-            )
-            if longer:
-                return longer[0]
+            if self._order is None:  # names in sorted order, with their place in ``names``
+                self._order = sorted((k, i) for i, k in enumerate(self.names))
+            prefix = key + "_"
+            at = bisect.bisect_left(self._order, (prefix, -1))
+            best: tuple[int, int, str] | None = None  # (length, place): sorted()'s choice
+            while at < len(self._order) and self._order[at][0].startswith(prefix):
+                k, place = self._order[at]
+                if k not in self.aside and (best is None or (len(k), place) < best[:2]):
+                    best = (len(k), place, k)
+                at += 1
+            if best is not None:
+                return best[2]
         parts = key.split("_")
         for n in range(len(parts), 0, -1):
             candidate = "_".join(parts[:n])
