@@ -12,6 +12,7 @@ an sm_90a-only WGMMA atom and ``sm_90`` drops a tcgen05 one.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -67,52 +68,38 @@ def _family(text: str, sm: int) -> int | None:
     return None
 
 
-# of_chunk's answers: a pure function of a chunk's path, tags and text, asked for every hit
-# of every search (the regexes cost ~0.2 ms a chunk); a warm server meets the same chunks
-_KNOWN: dict[tuple[str, tuple[str, ...], str], Requirement | None] = {}
-_NOTES: dict[str, Requirement | None] = {}  # isa_notes of a documentation chunk's text
-_KNOWN_MAX = 50_000
+# Both below are pure functions of a chunk's path, tags and text, asked for every hit of
+# every search (the regexes cost ~0.2 ms a chunk): a warm server meets the same chunks.
+KNOWN_MAX = 50_000
 
 
 def of_chunk(chunk: Chunk) -> Requirement | None:
     """What ``chunk`` needs, or None when nothing says (then every target keeps it)."""
-    key = (chunk.path, tuple(chunk.arch or ()), chunk.text)
-    if key in _KNOWN:
-        return _KNOWN[key]
-    if len(_KNOWN) >= _KNOWN_MAX:
-        _KNOWN.clear()
-    need = _KNOWN[key] = _of_chunk(chunk)
-    return need
+    return _requirement(chunk.path, tuple(chunk.arch or ()), chunk.text)
 
 
-def _of_chunk(chunk: Chunk) -> Requirement | None:
-    notes = isa_notes(chunk.text)
+@functools.lru_cache(maxsize=KNOWN_MAX)
+def _requirement(path: str, arch: tuple[str, ...], text: str) -> Requirement | None:
+    notes = isa_notes(text)
     if notes is not None:
         return notes
     # the path speaks first: an sm_100 example that mentions sm_90 in passing is sm_100
-    from_path = arch_tags(chunk.path)
-    guard = [int(m.group(1)) // 10 for m in _CUDA_ARCH_RE.finditer(chunk.text)]
+    from_path = arch_tags(path)
+    guard = [int(m.group(1)) // 10 for m in _CUDA_ARCH_RE.finditer(text)]
     if from_path:
         sm = int(from_path[0][2:])
     elif guard:
         sm = min(guard)
-    elif chunk.arch:
-        sm = min(int(t[2:]) for t in chunk.arch)
+    elif arch:
+        sm = min(int(t[2:]) for t in arch)
     else:
         return None
     if sm < 20:
         return None
-    return Requirement(sm, _family(chunk.path + "\n" + chunk.text[:4000], sm))
+    return Requirement(sm, _family(path + "\n" + text[:4000], sm))
 
 
-def _own_notes(chunk: Chunk) -> Requirement | None:
-    if chunk.text not in _NOTES:
-        if len(_NOTES) >= _KNOWN_MAX:
-            _NOTES.clear()
-        _NOTES[chunk.text] = isa_notes(chunk.text)
-    return _NOTES[chunk.text]
-
-
+@functools.lru_cache(maxsize=KNOWN_MAX)
 def isa_notes(text: str) -> Requirement | None:
     """The requirement a PTX section's "Target ISA Notes" paragraph states, if it has one."""
     match = _ISA_NOTES_RE.search(text)
@@ -137,7 +124,7 @@ class Resolver:
         self._sections: dict[tuple[str, str, str, str], Requirement | None] = {}
 
     def of(self, chunk: Chunk) -> Requirement | None:
-        if chunk.language in _DOC_LANGUAGES and _own_notes(chunk) is None:
+        if chunk.language in _DOC_LANGUAGES and isa_notes(chunk.text) is None:
             notes = self._section_notes(chunk)
             if notes is not None:
                 return notes

@@ -399,14 +399,14 @@ def _users(
     implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
     intrinsic_calls: list[tuple[re.Pattern[str], str, str]],
     present_intrinsics: set[str],
-    involved: set[str] | None = None,
-    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] | None = None,
+    involved: set[str],
+    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]],
 ) -> Iterator[Mention]:
     """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic; then
     the examples that call a library helper which calls a wrapper (a Hopper GEMM example
-    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
-    involved = set() if involved is None else involved
-    helpers = {} if helpers is None else helpers
+    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op).
+    Fills ``involved`` (the files that spell a linked name) and ``helpers`` (the names
+    of the second pass) as it goes."""
     by_row: dict[str, tuple[Any, ...]] = {}
     first = list(_calls(rows, corpus, implementers, by_row, involved))
     # each call pattern spells its intrinsic's name: a text without it is not searched
@@ -431,7 +431,7 @@ def _users(
         names = [n for n in (row[6] or "").split() if _is_distinct_name(n)]
         if len(names) > 3:
             continue  # a chunk of many small definitions: which one calls it is unclear
-        python = (row[7] or "") in ("python", "notebook")
+        python = _is_python(row[7])
         for name in names:
             if (python, name) not in implementers:
                 entry = (mention.key, mention.chunk_id, row[2])
@@ -446,7 +446,7 @@ def _calls(
     corpus: str,
     implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
     by_row: dict[str, tuple[Any, ...]],
-    involved: set[str] | None = None,
+    involved: set[str],
 ) -> Iterator[Mention]:
     uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
     counts: dict[tuple[bool, str], int] = {}
@@ -457,12 +457,11 @@ def _calls(
         language = row[7] or ""
         if language not in _CODE and language != "notebook":
             continue
-        python = language in ("python", "notebook")
+        python = _is_python(language)
         text = row[9] or ""
         if wanted[python].isdisjoint(_TOKEN_RE.findall(text)):
             continue  # every name _IDENT_RE finds is one of these tokens
-        if involved is not None:
-            involved.add(row[2])  # it spells a linked name: a call, or one over the cap
+        involved.add(row[2])  # it spells a linked name: a call, or one over the cap
         ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
         seen: dict[tuple[bool, str], str | None] = {}
         family = wanted[python]

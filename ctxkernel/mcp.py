@@ -174,50 +174,48 @@ async def _serve_stdio(app: ToolServer, warm: bool) -> None:
 def _claimed_stdin() -> Iterator[Any]:
     """The wire's stdin as UTF-8 text lines (undecodable bytes become U+FFFD), with fd 0
     pointed at the null device meanwhile, so no child (a harness worker) reads protocol
-    bytes. A pipe or socket (what a client spawning the server gives) is read on the event
-    loop; anything else (a terminal, a file) by a thread, a line at a time. Its blocking
-    mode is restored at the end."""
-    import anyio
-
-    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    blocking = os.get_blocking(private)  # the pipe transport makes it non-blocking
+    bytes."""
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
     try:
-        if _is_pipe(private):
-            yield _PipeLines(private)
-        else:
-            raw = os.fdopen(private, "rb", closefd=False)
-            yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors="replace"))
+        with _claimed(0, null, _PipeLines, "rb", errors="replace") as stdin:
+            yield stdin
     finally:
-        os.set_blocking(private, blocking)
-        os.dup2(private, 0)
-        os.close(private)
+        os.close(null)
 
 
 @contextmanager
 def _claimed_stdout() -> Iterator[Any]:
     """The wire's stdout, with fd 1 pointed at stderr meanwhile (what the model loading or
-    a library prints never reaches the wire): written on the event loop for a pipe or a
-    socket, by a thread otherwise."""
+    a library prints never reaches the wire)."""
+    with _claimed(1, 2, _PipeWriter, "wb", errors="strict") as stdout:
+        yield stdout
+
+
+@contextmanager
+def _claimed(
+    fd: int, divert: int, on_loop: Callable[[int], Any], mode: str, errors: str
+) -> Iterator[Any]:
+    """The wire behind ``fd`` through a private duplicate, with ``fd`` itself pointing at
+    ``divert`` meanwhile. A pipe or socket (what a client spawning the server gives) is
+    served on the event loop (``on_loop``); anything else (a terminal, a file) through a
+    thread, as the SDK does. The duplicate's blocking mode is restored at the end."""
     import anyio
 
-    private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    blocking = os.get_blocking(private)
-    os.dup2(2, 1)
-    writer = _PipeWriter(private) if _is_pipe(private) else None
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    blocking = os.get_blocking(private)  # a pipe transport makes it non-blocking
+    os.dup2(divert, fd)
+    stream = on_loop(private) if _is_pipe(private) else None
     try:
-        if writer is not None:
-            yield writer
+        if stream is not None:
+            yield stream
         else:
-            raw = os.fdopen(private, "wb", closefd=False)
-            yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8"))
+            raw = os.fdopen(private, mode, closefd=False)
+            yield anyio.wrap_file(io.TextIOWrapper(raw, encoding="utf-8", errors=errors))
     finally:
-        if writer is not None:
-            writer.close()
+        if stream is not None:
+            stream.close()
         os.set_blocking(private, blocking)
-        os.dup2(private, 1)
+        os.dup2(private, fd)
         os.close(private)
 
 
@@ -258,6 +256,9 @@ class _PipeLines:
                 yield line.decode("utf-8", errors="replace")
         finally:
             transport.close()
+
+    def close(self) -> None:
+        """Nothing to let go of: the transport closes when the reading ends."""
 
 
 class _PipeWriter:

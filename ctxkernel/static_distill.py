@@ -118,8 +118,6 @@ def distill_into(
     import numpy as np
 
     m = _imports()
-    apply_pca, compute_weights = m.apply_pca, m.compute_weights
-    quantize_embeddings, DType, M2VModel = m.quantize_embeddings, m.DType, m.M2VModel
     t0 = time.perf_counter()
     prepared = prepare(rec, folder)
     model, tokenizer_model, ids = prepared["model"], prepared["tokenizer_model"], prepared["ids"]
@@ -141,10 +139,10 @@ def distill_into(
     for i, row in shipped.items():
         rows[i] = row
     t_embed = time.perf_counter() - t1
-    weights = compute_weights(len(rows), sif_coefficient=rec.sif_coefficient)
-    rows = apply_pca(rows, rec.pca_dims) * weights[:, None]
-    rows = quantize_embeddings(rows, DType.Float16)
-    static = M2VModel(
+    weights = m.compute_weights(len(rows), sif_coefficient=rec.sif_coefficient)
+    rows = m.apply_pca(rows, rec.pca_dims) * weights[:, None]
+    rows = m.quantize_embeddings(rows, m.DType.Float16)
+    static = m.M2VModel(
         vectors=rows,
         tokenizer=tokenizer_model.to_tokenizer(),
         config={

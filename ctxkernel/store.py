@@ -450,50 +450,28 @@ class CorpusCache:
     def chunks_by_rows(self, rows: Sequence[int]) -> dict[int, Chunk]:
         if not rows:
             return {}
-        out: dict[int, Chunk] = {}
-        db = self.db()
-        for start in range(0, len(rows), 500):
-            part = list(rows[start : start + 500])
-            q = f"SELECT row, {_ROW_COLUMNS} FROM chunks WHERE row IN ({','.join('?' * len(part))})"
-            for r in db.execute(q, part):
-                out[int(r[0])] = _row_to_chunk(self.corpus, r[1:])
-        return out
+        found = _where_in(self.db(), f"SELECT row, {_ROW_COLUMNS} FROM chunks", "row", rows)
+        return {int(r[0]): _row_to_chunk(self.corpus, r[1:]) for r in found}
 
     def texts_by_rows(self, rows: Sequence[int]) -> dict[int, str]:
         """The text of each row, in ``chunks_by_rows``'s order (a search reading a
         pool of chunks for their text alone skips building their Chunks)."""
-        out: dict[int, str] = {}
-        db = self.db()
-        for start in range(0, len(rows), 500):
-            part = list(rows[start : start + 500])
-            q = f"SELECT row, text FROM chunks WHERE row IN ({','.join('?' * len(part))})"
-            for r in db.execute(q, part):
-                out[int(r[0])] = r[1] or ""
-        return out
+        found = _where_in(self.db(), "SELECT row, text FROM chunks", "row", rows)
+        return {int(r[0]): r[1] or "" for r in found}
 
     def chunks_by_ids(self, ids: Sequence[str]) -> dict[str, Chunk]:
         """Chunks by id, link-only ones included (a link or a hit id may name one)."""
         out: dict[str, Chunk] = {}
-        db = self.db()
         for table in ("chunks", "link_chunks"):
             wanted = [i for i in ids if i not in out]
-            for start in range(0, len(wanted), 500):
-                part = wanted[start : start + 500]
-                q = f"SELECT {_ROW_COLUMNS} FROM {table} WHERE id IN ({','.join('?' * len(part))})"
-                for r in db.execute(q, part):
-                    out[r[0]] = _row_to_chunk(self.corpus, r)
+            for r in _where_in(self.db(), f"SELECT {_ROW_COLUMNS} FROM {table}", "id", wanted):
+                out[r[0]] = _row_to_chunk(self.corpus, r)
         return out
 
     def rows_for_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        db = self.db()
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            for r in db.execute(
-                f"SELECT id, row FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
-            ):
-                out[r[0]] = int(r[1])
-        return out
+        return {
+            r[0]: int(r[1]) for r in _where_in(self.db(), "SELECT id, row FROM chunks", "id", ids)
+        }
 
     def chunks_of_file(self, path: str) -> list[Chunk]:
         """A file's chunks in order (a link-only file's from ``link_chunks``)."""
@@ -640,10 +618,9 @@ class Store:
         if isinstance(data, dict):
             self._records_read = (stamp, data)
             return dict(data)
-        if not isinstance(data, dict):
-            # a damaged file: write it again from the copies each corpus keeps
-            data = self._recovered_records()
-            self._write_local_records(data)
+        # a damaged file: write it again from the copies each corpus keeps
+        data = self._recovered_records()
+        self._write_local_records(data)
         return data
 
     def _recovered_records(self) -> dict[str, dict[str, Any]]:
@@ -873,6 +850,16 @@ class Store:
         cache.replace_files(entries, [c for cs in by_path.values() for c in cs])
         cache.build_bm25()
         cache.set_info("generation", record.generation)
+
+
+def _where_in(
+    db: sqlite3.Connection, select: str, column: str, values: Sequence[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """``select`` (a SELECT ... FROM ...) of the rows whose ``column`` is one of ``values``,
+    500 values a statement (SQLite's bound on parameters)."""
+    for start in range(0, len(values), 500):
+        part = list(values[start : start + 500])
+        yield from db.execute(f"{select} WHERE {column} IN ({','.join('?' * len(part))})", part)
 
 
 def _http_client(url: str, settings: Any) -> Any:

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,12 +70,12 @@ class BenchmarkRung:
             return RungResult.skip(
                 self, "no GPU (benchmarks time CUDA kernels; this check ran on cpu)"
             )
-        t_open = time.perf_counter()
+        phase_s: defaultdict[str, float] = defaultdict(float)  # seconds per step
         try:
-            session, reply = ctx.workers.aux("bench")
+            with _timed(phase_s, "bench_worker"):
+                session, reply = ctx.workers.aux("bench")
         except WorkerGone as gone:
             return RungResult.fail(self, f"benchmark worker: {gone.reason}")
-        phase_s = {"bench_worker": round(time.perf_counter() - t_open, 3)}
         if reply.get("error"):
             message = str((reply.get("error") or {}).get("message", ""))[:300]
             return RungResult.fail(
@@ -93,9 +96,8 @@ class BenchmarkRung:
             if result.get("failure"):
                 reason = ctx.findings.explain(f"{result['failure']} (shape {result['label']})")
                 return RungResult.fail(self, reason, _metrics(result), {"shapes": results})
-        t_close = time.perf_counter()
-        found = ctx.workers.close_aux("bench")
-        phase_s["close"] = round(time.perf_counter() - t_close, 3)
+        with _timed(phase_s, "close"):
+            found = ctx.workers.close_aux("bench")
         if found:
             details = {"shapes": results, "integrity": found}
             return RungResult.fail(self, f"while timed: {found[0]}", _metrics(results[0]), details)
@@ -104,7 +106,7 @@ class BenchmarkRung:
         if notes:
             reason += "; " + "; ".join(notes)
         timings = Timings([ShapeTiming.from_record(r) for r in results])
-        details = {"shapes": results, "phase_s": phase_s}
+        details = {"shapes": results, "phase_s": _rounded(phase_s)}
         return RungResult.passed(self, _metrics(first), reason, details, output=timings)
 
     # -- one shape ---------------------------------------------------------------------
@@ -137,16 +139,15 @@ class BenchmarkRung:
             ),
             "rounds": [],
         }
-        phases: dict[str, float] = {}  # seconds spent per step, for the verdict's readers
+        phases: defaultdict[str, float] = defaultdict(float)  # seconds per step (the verdict's)
         cand_times: list[float] = []
         ref_times: list[float] = []
         comp_times: list[float] = []
         for _ in range(rounds):
             time.sleep(gap)
             key, keep_key = rng.getrandbits(62), rng.getrandbits(62)
-            t_phase = time.perf_counter()
-            reply = _bench(ctx, session, shape, key, keep_key, budget, l2)
-            phases["candidate"] = phases.get("candidate", 0.0) + time.perf_counter() - t_phase
+            with _timed(phases, "candidate"):
+                reply = _bench(ctx, session, shape, key, keep_key, budget, l2)
             failure = _failure(ctx, reply)
             if failure:
                 result["failure"] = failure
@@ -160,9 +161,8 @@ class BenchmarkRung:
             round_info: dict[str, Any] = {
                 "candidate": _round_summary(report, escape),
             }
-            t_phase = time.perf_counter()
-            mismatch = _verify(ctx, session, reply, shape, key, rng, phases)
-            phases["verify"] = phases.get("verify", 0.0) + time.perf_counter() - t_phase
+            with _timed(phases, "verify"):
+                mismatch = _verify(ctx, session, reply, shape, key, rng, phases)
             if mismatch:
                 result["failure"] = mismatch
                 result["rounds"].append(round_info)
@@ -197,15 +197,13 @@ class BenchmarkRung:
                     bucket += [float(t) for t in cached["times_s"]]
                     round_info[subject] = {**cached["summary"], "cached": True}
                     continue
-                t_phase = time.perf_counter()
-                worker = lazy.get()
-                phases[f"{subject}_worker"] = time.perf_counter() - t_phase
+                with _timed(phases, f"{subject}_worker"):
+                    worker = lazy.get()
                 if worker is None:
                     continue
                 time.sleep(gap)
-                t_phase = time.perf_counter()
-                ref_reply = _bench(ctx, worker, shape, rng.getrandbits(62), 0, budget, l2)
-                phases[subject] = phases.get(subject, 0.0) + time.perf_counter() - t_phase
+                with _timed(phases, subject):
+                    ref_reply = _bench(ctx, worker, shape, rng.getrandbits(62), 0, budget, l2)
                 if ref_reply.get("ok"):
                     bucket += [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
                     round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
@@ -216,7 +214,7 @@ class BenchmarkRung:
                 else:
                     round_info[subject] = {"error": _reply_error(ref_reply)}
             result["rounds"].append(round_info)
-        result["phase_s"] = {k: round(v, 3) for k, v in phases.items()}
+        result["phase_s"] = _rounded(phases)
         cand = summarize(cand_times)
         result["candidate"] = cand.as_dict()
         if rounds > 1:  # the compute-bound protocol's two-run (round-to-round) difference
@@ -266,6 +264,20 @@ def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> Worke
         notes.append(f"{role} not timed: {str((reply['error'] or {}).get('message', ''))[:200]}")
         return None
     return session
+
+
+@contextmanager
+def _timed(phases: defaultdict[str, float], name: str) -> Iterator[None]:
+    """Add the seconds the block takes to ``phases[name]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] += time.perf_counter() - start
+
+
+def _rounded(phases: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in phases.items()}
 
 
 class _LazySession:
@@ -396,10 +408,11 @@ def _verify(
     shape: dict[str, Any],
     key: int,
     rng: random.Random,
-    phases: dict[str, float] | None = None,
+    phases: defaultdict[str, float] | None = None,
 ) -> str | None:
-    """Re-check kept timed outputs: the parent picks calls and elements after the fact."""
-    phases = {} if phases is None else phases
+    """Re-check kept timed outputs: the parent picks calls and elements after the fact
+    (``phases``: where the seconds of its steps are added)."""
+    phases = defaultdict(float) if phases is None else phases
     t_ref = time.perf_counter()
     kept = list((reply.get("report") or {}).get("kept") or [])
     if not kept:
@@ -430,15 +443,17 @@ def _verify(
             picks.append({"index": call, "leaf": leaf_no, "t": len(index_tensors)})
             index_tensors.append(idx)
             expected.append((call, leaf_no, flat, idx))
-    t_sample = time.perf_counter()
-    phases["verify_reference"] = phases.get("verify_reference", 0.0) + t_sample - t_ref
+    phases["verify_reference"] += time.perf_counter() - t_ref
     try:
-        sample = session.request(
-            {"op": "bench_sample", "picks": picks, "release": True}, index_tensors, 300.0, 1 << 31
-        )
+        with _timed(phases, "verify_sample"):
+            sample = session.request(
+                {"op": "bench_sample", "picks": picks, "release": True},
+                index_tensors,
+                300.0,
+                1 << 31,
+            )
     except WorkerGone as gone:
         return f"the benchmark worker died while sending timed outputs: {gone.reason}"
-    phases["verify_sample"] = phases.get("verify_sample", 0.0) + time.perf_counter() - t_sample
     answers = sample.header.get("picks") or []
     for (call, leaf_no, flat, picked), answer in zip(expected, answers, strict=False):
         if answer.get("missing") or answer.get("t") is None:
