@@ -61,6 +61,7 @@ class IndexReport:
     embeddings_reused: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    links: str = ""  # the concept-link table: "kept", "updated" (the changed files') or "built"
     notes: list[str] = field(default_factory=list)  # repairs made on the way, for people
 
     def to_json(self) -> dict[str, Any]:
@@ -445,6 +446,9 @@ def _index_corpus(
     report.files_removed = len(removed)
     report.skipped = dict(skipped)
 
+    # the last run was stopped part way: what it wrote is in the cache, its files count as
+    # unchanged now, and the artifacts made from the whole cache are made again
+    interrupted = before is not None and not before.complete
     record = before or CorpusRecord(name=corpus.name)
     record.complete = False
     store.set_record(record)  # marks the run as under way (and creates a server's collection)
@@ -487,7 +491,7 @@ def _index_corpus(
         w.entry.path in known and w.entry.path not in stored_link_only for w in link_work
     )
     removed_searched = [p for p in removed if p not in stored_link_only]
-    search_changed = bool(searched or removed_searched or extra or left_search)
+    search_changed = bool(searched or removed_searched or extra or left_search or interrupted)
     changed = search_changed or bool(work or removed or relocated)
     if search_changed or cache.bm25() is None:
         lex_task = progress.task(f"{corpus.name}: lexical index", None)
@@ -512,9 +516,11 @@ def _index_corpus(
     cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
     cache.set_info("generation", generation)
     links_task = progress.task(f"{corpus.name}: concept links", None)
-    # rebuilt when the generation moved on, unless no file the links are made from changed
-    touched = None if (force or extra) else {w.entry.path for w in work} | set(removed)
-    links.refresh(cache, touched)
+    # the changed files' links made again (every link after a forced or interrupted run)
+    touched = (
+        None if (force or extra or interrupted) else {w.entry.path for w in work} | set(removed)
+    )
+    report.links = links.refresh(cache, touched)
     links_task.done()
     t = clock.lap("links", t)
     record = CorpusRecord(

@@ -5,9 +5,13 @@ wrappers (example kernels); and back, from a wrapper or a user to its PTX sectio
 
 Built at index time, one artifact per corpus (``lexical/<corpus>/links.sqlite``) from that
 corpus's own chunks (its link-only sources' too: files kept for the links and never
-searched, such as CUTLASS's ``include/cutlass/arch`` wrappers), stamped with the corpus's generation: a re-index rebuilds it, and a
-reader that finds a stamp other than the cache's rebuilds it before answering, so a link
-never names a chunk the index no longer has. A link records the instruction as written
+searched, such as CUTLASS's ``include/cutlass/arch`` wrappers), stamped with the corpus's
+generation. Beside the links the artifact keeps what they were made through (the wrapper
+names and their instructions, the helpers, who calls each name): a re-index makes the
+changed files' links again and puts them in place of their old ones (``refresh``), and
+builds the whole table again only when the change moves what other files' links go
+through. A reader that finds a stamp other than the cache's rebuilds it before answering,
+so a link never names a chunk the index no longer has. A link records the instruction as written
 (``wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16``, ``nvvm.cp_async_bulk_tensor_...``)
 as a normalised key; which PTX section it belongs to is decided when asked, against the
 names the ``ptx`` corpus defines now (the longest one that prefixes the key), so
@@ -20,10 +24,12 @@ import bisect
 import json
 import os
 import re
+import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import arch as archmod
@@ -257,63 +263,175 @@ def _owners(chunk: Chunk, at: int) -> list[str]:
     return [max(before)[1]] if before else []
 
 
+# (family, name): a wrapper's name in one language family -- a Python wrapper's callers
+# are Python, a C++ atom's are C++
+Name = tuple[bool, str]
+# name -> [(instruction key, chunk id, path)]: what a call of the name links to
+Targets = dict[Name, list[tuple[str, str, str]]]
+# chunk id -> (its row, [(name, qualifier)] of the linked names it calls)
+Uses = dict[str, tuple[tuple[Any, ...], list[tuple[Name, str | None]]]]
+
+
+@dataclass
+class _Links:
+    """A corpus's links and what they were made through. Kept in the artifact beside the
+    links, so that a change to a few files is applied to them without reading the rest."""
+
+    mentions: list[Mention]
+    paths: dict[str, str]  # chunk id -> path, for every mention's chunk
+    implementers: Targets
+    helpers: Targets  # library names that call an implementer (the examples' second pass)
+    present: set[str]  # the Gluon intrinsics' keys whose definitions are indexed
+    intrinsic_paths: set[str]  # the files those definitions are in
+    first: Uses  # the calls of implementers (every chunk)
+    second: Uses  # the calls of helpers (examples)
+
+
 def build(cache: CorpusCache) -> int:
     """(Re)build the link artifact of one corpus from its chunks; the number of links."""
-    mentions: list[Mention] = []
-    # name -> [(key, chunk id, path)], per language family: a Python wrapper's callers
-    # are Python, a C++ atom's are C++
-    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
-    chunk_paths: dict[str, str] = {}
-    intrinsic_calls: list[tuple[re.Pattern[str], str, str]] = []
-    for path_part, name, ptx, call in INTRINSICS:
-        intrinsic_calls.append((re.compile(call), norm(ptx), f"{path_part}:{name}"))
-    present_intrinsics: set[str] = set()
-    # the files whose chunks any link is made from (see ``refresh``)
-    involved: set[str] = set()
     # the corpus's link-only sources (CUTLASS's arch headers) are linked like the rest
     rows = list(cache.iter_rows(_ROW_COLUMNS)) + list(cache.iter_link_rows(_ROW_COLUMNS))
+    made = _make(rows, cache.corpus)
+    _write_new(cache, made)
+    return len(made.mentions)
+
+
+def _make(rows: list[tuple[Any, ...]], corpus: str) -> _Links:
+    own, implementers, present, intrinsic_paths = _own(rows, corpus)
+    first = _scan(rows, corpus, implementers)
+    firsts = _emit(first, _count(first), implementers, "call")
+    helpers = _helpers(firsts, first, implementers)
+    examples = [r for r in rows if (r[8] or "") in _EXAMPLE_KINDS]
+    second = _scan(examples, corpus, helpers)
+    mentions = [
+        *own,
+        *_intrinsic_calls(rows, corpus, present),
+        *firsts,
+        *_emit(second, _count(second), helpers, "call2"),
+    ]
+    paths = {f"{corpus}:{r[2]}:{r[3]}-{r[4]}": r[2] for r in rows}
+    return _Links(mentions, paths, implementers, helpers, present, intrinsic_paths, first, second)
+
+
+def _own(
+    rows: list[tuple[Any, ...]], corpus: str
+) -> tuple[list[Mention], Targets, set[str], set[str]]:
+    """What each chunk emits or wraps itself (``extract``), the names it does that in
+    (the implementers), and the Gluon intrinsics defined (keys, files)."""
+    mentions: list[Mention] = []
+    implementers: Targets = {}
+    present: set[str] = set()
+    intrinsic_paths: set[str] = set()
     for row in rows:
-        chunk = _chunk_of(cache.corpus, row)
-        chunk_paths[chunk.id] = chunk.path
-        found = extract(chunk)
-        if found:
-            involved.add(chunk.path)
-        for m in found:
+        chunk = _chunk_of(corpus, row)
+        for m in extract(chunk):
             mentions.append(m)
             if m.how == "intrinsic":
-                present_intrinsics.add(m.key)
+                present.add(m.key)
+                intrinsic_paths.add(chunk.path)
             if m.role != "implements" or m.how == "intrinsic":
                 continue
             for name in _owners(chunk, m.at):
                 family = (chunk.language == "python", name)
                 implementers.setdefault(family, []).append((m.key, chunk.id, chunk.path))
-    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]] = {}
-    mentions.extend(
-        _users(
-            rows, cache.corpus, implementers, intrinsic_calls, present_intrinsics, involved,
-            helpers,
-        )
-    )  # fmt: skip
-    for row in rows:  # a file that defines a name others are linked through
-        if any((_is_python(row[7]), n) in implementers for n in (row[6] or "").split()):
-            involved.add(row[2])
-    _write(
-        cache,
-        mentions,
-        {
-            "refresh": REFRESH_VERSION,
-            "involved": json.dumps(sorted(involved)),
-            "implementers": json.dumps(sorted(implementers)),
-            "helpers": json.dumps(sorted(helpers)),
-            "present": json.dumps(sorted(present_intrinsics)),
-        },
-    )
-    return len(mentions)
+    return mentions, implementers, present, intrinsic_paths
+
+
+def _intrinsic_calls(rows: list[tuple[Any, ...]], corpus: str, present: set[str]) -> list[Mention]:
+    """Calls of the Gluon intrinsics whose definitions are indexed."""
+    # each call pattern spells its intrinsic's name: a text without it is not searched
+    # (a pattern that starts with \b has no literal prefix for the regex engine to skip by)
+    calls = [
+        (re.compile(call), norm(ptx), f"{part}:{name}", name)
+        for part, name, ptx, call in INTRINSICS
+        if norm(ptx) in present
+    ]
+    out: list[Mention] = []
+    for row in rows:
+        text = row[9] or ""
+        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
+        for pattern, key, via, name in calls:
+            if name in text and pattern.search(text):
+                out.append(Mention(key, name, ident, "uses", "call", via))
+    return out
+
+
+def _helpers(firsts: list[Mention], first: Uses, implementers: Targets) -> Targets:
+    """The library names whose definitions call an implementer (a Hopper GEMM example
+    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op)."""
+    helpers: Targets = {}
+    for mention in firsts:
+        row = first[mention.chunk_id][0]
+        if (row[8] or "source") in _EXAMPLE_KINDS or (row[8] or "") == "test":
+            continue
+        names = [n for n in (row[6] or "").split() if _is_distinct_name(n)]
+        if len(names) > 3:
+            continue  # a chunk of many small definitions: which one calls it is unclear
+        python = _is_python(row[7])
+        for name in names:
+            if (python, name) not in implementers:
+                entry = (mention.key, mention.chunk_id, row[2])
+                helpers.setdefault((python, name), []).append(entry)
+    return helpers
+
+
+def _scan(rows: list[tuple[Any, ...]], corpus: str, targets: Targets) -> Uses:
+    """The chunks that call one of ``targets``' names (a chunk's own definitions aside),
+    with the qualifier each is first called through."""
+    uses: Uses = {}
+    # the names each family has: a chunk none of whose tokens is one is skipped before
+    # the identifier scan (most chunks; the scan was 10 of cutlass's 13 s of links)
+    wanted = {py: {n for fam, n in targets if fam == py} for py in (False, True)}
+    for row in rows:
+        language = row[7] or ""
+        if language not in _CODE and language != "notebook":
+            continue
+        python = _is_python(language)
+        text = row[9] or ""
+        family = wanted[python]
+        if family.isdisjoint(_TOKEN_RE.findall(text)):
+            continue  # every name _IDENT_RE finds is one of these tokens
+        seen: dict[Name, str | None] = {}
+        # (qualifier or "", name) of every identifier, in order, scanned in C
+        for qual, bare in _IDENT_RE.findall(text):
+            if bare not in family:
+                continue
+            name = (python, bare)
+            if name not in seen or seen[name] is None:
+                seen[name] = qual or None
+        defined = set((row[6] or "").split())
+        called = [(n, q) for n, q in seen.items() if n[1] not in defined]
+        if called:
+            uses[f"{corpus}:{row[2]}:{row[3]}-{row[4]}"] = (row, called)
+    return uses
+
+
+def _count(uses: Uses) -> dict[Name, int]:
+    """How many chunks call each name."""
+    counts: dict[Name, int] = {}
+    for _, called in uses.values():
+        for name, _ in called:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _emit(uses: Uses, counts: dict[Name, int], targets: Targets, how: str) -> list[Mention]:
+    """A ``uses`` link for each call of a name no more common than ``USER_NAME_CAP``, to
+    the instructions the call means."""
+    out: list[Mention] = []
+    for ident, (row, called) in uses.items():
+        for name, qual in called:
+            if counts.get(name, 0) > USER_NAME_CAP:
+                continue
+            keys = _disambiguate(targets[name], qual, row[2])
+            for key in sorted(k for k in keys if _fits_family(k, row[2])):
+                out.append(Mention(key, name[1], ident, "uses", how, name[1]))
+    return out
 
 
 _ROW_COLUMNS = "row, id, path, start_line, end_line, symbol, defines, language, kind, text"
-# what the refresh shortcut reads from a table's info (a table without it is rebuilt)
-REFRESH_VERSION = "2"
+# the layout of the artifact's tables: another is built again before it is updated
+ARTIFACT_VERSION = "3"
 
 
 def _is_python(language: str | None) -> bool:
@@ -334,159 +452,172 @@ def _chunk_of(corpus: str, row: tuple[Any, ...]) -> Chunk:
     )
 
 
-def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> bool:
+def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> str:
     """Bring the link table up to date after an index run that wrote or removed the files
-    ``changed`` (None: unknown). When none of them held a chunk any link is made from --
-    no instruction of its own, no call to a linked name, no definition of one -- and none
-    holds one now, every link and every name it goes through is as it was: only the
-    table's generation moves. Otherwise (or without a table) it is built again. True when
-    it was built again."""
+    ``changed`` (None: unknown). Their links are made again from their chunks and put in
+    place of their old ones; the rest of the table stays, since it is what a full build
+    would find -- unless the change moves what other files' links go through (a name
+    defined or no longer, a wrapper's instruction, a name crossing ``USER_NAME_CAP``, a
+    Gluon intrinsic's definition), when the table is built again. Says which it did:
+    "kept" (only its stamp moved), "updated" or "built"."""
     path = cache.directory / LINKS_FILE
     generation = cache.get_info("generation") or ""
     if changed is not None and path.exists():
         try:
-            db = sqlite3.connect(path)
-            try:
-                info = dict(db.execute("SELECT key, value FROM info").fetchall())
-                if info.get("generation") == generation:
-                    return False
-                if info.get("refresh") == REFRESH_VERSION and _untouched(cache, set(changed), info):
-                    db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
-                    db.commit()
-                    return False
-            finally:
-                db.close()
-        except (sqlite3.Error, ValueError):
+            done = _apply(cache, path, set(changed), generation)
+            if done:
+                return done
+        except (sqlite3.Error, ValueError, KeyError, TypeError):
             pass  # a damaged table: built again
     build(cache)
-    return True
+    return "built"
 
 
-def _untouched(cache: CorpusCache, changed: set[str], info: dict[str, str]) -> bool:
-    """None of ``changed`` was involved in the links when they were built (``involved``),
-    and none of their chunks now is: ``build`` would find the same links."""
-    if changed & set(json.loads(info["involved"])):
-        return False
-    # what ``build`` counts as involvement, exactly: an instruction of its own, a definition
-    # of an implemented name (its family's), a token naming one (any code), or naming a
-    # helper (examples: the second pass reads only them), a Gluon intrinsic's call
-    implemented = {(bool(py), str(n)) for py, n in json.loads(info["implementers"])}
-    helped = implemented | {(bool(py), str(n)) for py, n in json.loads(info["helpers"])}
-    present = set(json.loads(info["present"]))
-    calls = [(re.compile(call), name) for _, name, ptx, call in INTRINSICS if norm(ptx) in present]
-    db = cache.db()
-    for table in ("chunks", "link_chunks"):
-        for p in sorted(changed):
-            for row in db.execute(f"SELECT {_ROW_COLUMNS} FROM {table} WHERE path=?", (p,)):
-                chunk = _chunk_of(cache.corpus, row)
-                python = _is_python(chunk.language)
-                if extract(chunk) or any((python, n) in implemented for n in chunk.defines):
-                    return False
-                if chunk.language in _CODE or chunk.language == "notebook":
-                    names = helped if chunk.kind in _EXAMPLE_KINDS else implemented
-                    if any((python, t) in names for t in set(_TOKEN_RE.findall(chunk.text))):
-                        return False
-                if any(
-                    name in chunk.text and pattern.search(chunk.text) for pattern, name in calls
-                ):
-                    return False
-    return True
+def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -> str:
+    """Apply a change to these files to the table (a copy, swapped in): "updated", or
+    "kept" when the table stays as it is; "" when it must be built again."""
+    db = sqlite3.connect(path)
+    try:
+        info = dict(db.execute("SELECT key, value FROM info").fetchall())
+        if info.get("generation") == generation:
+            return "kept"
+        if info.get("artifact") != ARTIFACT_VERSION:
+            return ""
+        old = _read_state(db, info)
+    finally:
+        db.close()
+    marks = ",".join("?" * len(changed))
+    cdb = cache.db()
+    rows: list[tuple[Any, ...]] = []
+    for table_name in ("chunks", "link_chunks"):
+        if changed:
+            rows += cdb.execute(
+                f"SELECT {_ROW_COLUMNS} FROM {table_name} WHERE path IN ({marks}) ORDER BY row",
+                sorted(changed),
+            ).fetchall()
+    corpus = cache.corpus
+    own, implemented, present, intrinsic_paths = _own(rows, corpus)
+    if present or intrinsic_paths or changed & old.intrinsic_paths:
+        return ""  # which intrinsics exist: every file's calls of them
+    implementers = _merge(old.implementers, implemented, changed)
+    if _shape(implementers) != _shape(old.implementers):
+        return ""  # what a call of some name means (or which names count)
+    first = _scan(rows, corpus, implementers)
+    counts = _recount(old.first, first, changed)
+    if counts is None:
+        return ""
+    firsts = _emit(first, counts, implementers, "call")
+    helping = _helpers(firsts, first, implementers)
+    helpers = _merge(old.helpers, helping, changed)
+    if _shape(helpers) != _shape(old.helpers):
+        return ""
+    second = _scan([r for r in rows if (r[8] or "") in _EXAMPLE_KINDS], corpus, helpers)
+    counts2 = _recount(old.second, second, changed)
+    if counts2 is None:
+        return ""
+    made = _Links(
+        [
+            *own,
+            *_intrinsic_calls(rows, corpus, old.present),
+            *firsts,
+            *_emit(second, counts2, helpers, "call2"),
+        ],
+        {f"{corpus}:{r[2]}:{r[3]}-{r[4]}": r[2] for r in rows},
+        implemented,
+        helping,
+        old.present,
+        old.intrinsic_paths,
+        first,
+        second,
+    )
+    if not (made.mentions or made.implementers or made.helpers or first or second):
+        db = sqlite3.connect(path)
+        try:
+            if not any(
+                db.execute(
+                    f"SELECT 1 FROM {t} WHERE path IN ({marks}) LIMIT 1", sorted(changed)
+                ).fetchone()
+                for t in ("links", "names", "calls")
+            ):  # the files had no part in any link and have none now: only the stamp moves
+                db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+                db.commit()
+                return "kept"
+        finally:
+            db.close()
+    # a name of its own: two readers that find the artifact stale may build it at once
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.copyfile(path, tmp)
+    db = sqlite3.connect(tmp)
+    try:
+        for t in ("links", "names", "calls"):
+            db.execute(f"DELETE FROM {t} WHERE path IN ({marks})", sorted(changed))
+        _insert(db, made)
+        db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+        db.commit()
+    finally:
+        db.close()
+    tmp.replace(path)
+    return "updated"
 
 
-def _users(
-    rows: list[tuple[Any, ...]],
-    corpus: str,
-    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
-    intrinsic_calls: list[tuple[re.Pattern[str], str, str]],
-    present_intrinsics: set[str],
-    involved: set[str],
-    helpers: dict[tuple[bool, str], list[tuple[str, str, str]]],
-) -> Iterator[Mention]:
-    """Chunks that call a wrapper by its (distinctive) name, or a Gluon intrinsic; then
-    the examples that call a library helper which calls a wrapper (a Hopper GEMM example
-    builds its MMA through ``make_trivial_tiled_mma``, which makes the WGMMA op).
-    Fills ``involved`` (the files that spell a linked name) and ``helpers`` (the names
-    of the second pass) as it goes."""
-    by_row: dict[str, tuple[Any, ...]] = {}
-    first = list(_calls(rows, corpus, implementers, by_row, involved))
-    # each call pattern spells its intrinsic's name: a text without it is not searched
-    # (a pattern that starts with \b has no literal prefix for the regex engine to skip by)
-    present = [
-        (pattern, key, via, via.rsplit(":", 1)[1])
-        for pattern, key, via in intrinsic_calls
-        if key in present_intrinsics
-    ]
-    for row in rows:
-        text = row[9] or ""
-        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
-        for pattern, key, via, name in present:
-            if name in text and pattern.search(text):
-                involved.add(row[2])
-                yield Mention(key, name, ident, "uses", "call", via)
-    for mention in first:
-        yield mention
-        row = by_row[mention.chunk_id]
-        if (row[8] or "source") in _EXAMPLE_KINDS or (row[8] or "") == "test":
-            continue
-        names = [n for n in (row[6] or "").split() if _is_distinct_name(n)]
-        if len(names) > 3:
-            continue  # a chunk of many small definitions: which one calls it is unclear
-        python = _is_python(row[7])
-        for name in names:
-            if (python, name) not in implementers:
-                entry = (mention.key, mention.chunk_id, row[2])
-                helpers.setdefault((python, name), []).append(entry)
-    examples = [r for r in rows if (r[8] or "") in _EXAMPLE_KINDS]
-    for mention in _calls(examples, corpus, helpers, {}, involved):
-        yield Mention(mention.key, mention.raw, mention.chunk_id, "uses", "call2", mention.via)
+@dataclass
+class _State:
+    """What a table's links were made through (read back from its artifact)."""
+
+    implementers: Targets
+    helpers: Targets
+    present: set[str]
+    intrinsic_paths: set[str]
+    first: dict[Name, list[str]]  # name -> the paths of the chunks that call it, one per chunk
+    second: dict[Name, list[str]]
 
 
-def _calls(
-    rows: list[tuple[Any, ...]],
-    corpus: str,
-    implementers: dict[tuple[bool, str], list[tuple[str, str, str]]],
-    by_row: dict[str, tuple[Any, ...]],
-    involved: set[str],
-) -> Iterator[Mention]:
-    uses: dict[str, list[tuple[tuple[bool, str], str | None]]] = {}  # id -> [(name, qualifier)]
-    counts: dict[tuple[bool, str], int] = {}
-    # the names each family implements: a chunk none of whose tokens is one is skipped
-    # before the identifier scan (most chunks; the scan was 10 of cutlass's 13 s of links)
-    wanted = {py: {n for fam, n in implementers if fam == py} for py in (False, True)}
-    for row in rows:
-        language = row[7] or ""
-        if language not in _CODE and language != "notebook":
-            continue
-        python = _is_python(language)
-        text = row[9] or ""
-        if wanted[python].isdisjoint(_TOKEN_RE.findall(text)):
-            continue  # every name _IDENT_RE finds is one of these tokens
-        involved.add(row[2])  # it spells a linked name: a call, or one over the cap
-        ident = f"{corpus}:{row[2]}:{row[3]}-{row[4]}"
-        seen: dict[tuple[bool, str], str | None] = {}
-        family = wanted[python]
-        # (qualifier or "", name) of every identifier, in order, scanned in C
-        for qual, bare in _IDENT_RE.findall(text):
-            if bare not in family:
-                continue
-            name = (python, bare)
-            if name not in seen or seen[name] is None:
-                seen[name] = qual or None
-        defined = set((row[6] or "").split())
-        called = [(n, q) for n, q in seen.items() if n[1] not in defined]
-        for n, _ in called:
-            counts[n] = counts.get(n, 0) + 1
-        if called:
-            uses[ident] = called
-            by_row[ident] = row
-    for ident, called in uses.items():
-        path = ident.split(":", 2)[1]
-        for name, qual in called:
-            if counts.get(name, 0) > USER_NAME_CAP:
-                continue
-            keys = _disambiguate(implementers[name], qual, path)
-            for key in sorted(k for k in keys if _fits_family(k, path)):
-                yield Mention(key, name[1], ident, "uses", "call", name[1])
+def _read_state(db: sqlite3.Connection, info: dict[str, str]) -> _State:
+    targets: dict[str, Targets] = {"implementer": {}, "helper": {}}
+    for kind, python, name, key, chunk_id, path in db.execute(
+        "SELECT kind, python, name, key, chunk_id, path FROM names ORDER BY rowid"
+    ):
+        targets[kind].setdefault((bool(python), name), []).append((key, chunk_id, path))
+    calls: dict[int, dict[Name, list[str]]] = {1: {}, 2: {}}
+    for stage, python, name, path in db.execute("SELECT pass, python, name, path FROM calls"):
+        calls[stage].setdefault((bool(python), name), []).append(path)
+    return _State(
+        targets["implementer"],
+        targets["helper"],
+        set(json.loads(info["present"])),
+        set(json.loads(info["intrinsic_paths"])),
+        calls[1],
+        calls[2],
+    )
+
+
+def _merge(old: Targets, new: Targets, changed: set[str]) -> Targets:
+    """``old`` with the changed files' entries replaced by ``new``'s."""
+    out: Targets = {}
+    for name, entries in old.items():
+        kept = [e for e in entries if e[2] not in changed]
+        if kept:
+            out[name] = kept
+    for name, entries in new.items():
+        out.setdefault(name, []).extend(entries)
+    return out
+
+
+def _shape(targets: Targets) -> dict[Name, frozenset[tuple[str, str]]]:
+    """What a call of each name resolves through (``_disambiguate`` reads keys and paths)."""
+    return {name: frozenset((k, p) for k, _, p in entries) for name, entries in targets.items()}
+
+
+def _recount(old: dict[Name, list[str]], new: Uses, changed: set[str]) -> dict[Name, int] | None:
+    """The callers per name after the change; None when a name crossed ``USER_NAME_CAP``
+    (its calls elsewhere are linked now, or no longer)."""
+    counts = {name: sum(p not in changed for p in paths) for name, paths in old.items()}
+    for name, n in _count(new).items():
+        counts[name] = counts.get(name, 0) + n
+    for name in set(counts) | set(old):
+        if (counts.get(name, 0) > USER_NAME_CAP) != (len(old.get(name, ())) > USER_NAME_CAP):
+            return None
+    return counts
 
 
 def _disambiguate(targets: list[tuple[str, str, str]], qual: str | None, path: str) -> set[str]:
@@ -532,9 +663,7 @@ def _loose_arch(text: str) -> set[int]:
     return found
 
 
-def _write(
-    cache: CorpusCache, mentions: list[Mention], extra: dict[str, str] | None = None
-) -> None:
+def _write_new(cache: CorpusCache, made: _Links) -> None:
     path = cache.directory / LINKS_FILE
     # a name of its own: two readers that find the artifact stale may build it at once
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -542,23 +671,57 @@ def _write(
     db = sqlite3.connect(tmp)
     try:
         db.executescript(
-            "CREATE TABLE links(key TEXT, raw TEXT, chunk_id TEXT, role TEXT, how TEXT, via TEXT);"
+            "CREATE TABLE links(key TEXT, raw TEXT, chunk_id TEXT, role TEXT, how TEXT, via TEXT,"
+            " path TEXT);"
+            "CREATE TABLE names(kind TEXT, python INTEGER, name TEXT, key TEXT, chunk_id TEXT,"
+            " path TEXT);"
+            "CREATE TABLE calls(pass INTEGER, python INTEGER, name TEXT, chunk_id TEXT,"
+            " path TEXT);"
             "CREATE TABLE info(key TEXT PRIMARY KEY, value TEXT);"
+            "CREATE INDEX links_key ON links(key);"
+            "CREATE INDEX links_chunk ON links(chunk_id);"
         )
-        db.executemany(
-            "INSERT INTO links VALUES(?,?,?,?,?,?)",
-            [(m.key, m.raw, m.chunk_id, m.role, m.how, m.via) for m in mentions],
-        )
-        db.execute("CREATE INDEX links_key ON links(key)")
-        db.execute("CREATE INDEX links_chunk ON links(chunk_id)")
-        db.execute(
-            "INSERT INTO info VALUES('generation', ?)", (cache.get_info("generation") or "",)
-        )
-        db.executemany("INSERT INTO info VALUES(?, ?)", sorted((extra or {}).items()))
+        _insert(db, made)
+        info = {
+            "generation": cache.get_info("generation") or "",
+            "artifact": ARTIFACT_VERSION,
+            "present": json.dumps(sorted(made.present)),
+            "intrinsic_paths": json.dumps(sorted(made.intrinsic_paths)),
+        }
+        db.executemany("INSERT INTO info VALUES(?, ?)", sorted(info.items()))
         db.commit()
     finally:
         db.close()
     tmp.replace(path)
+
+
+def _insert(db: sqlite3.Connection, made: _Links) -> None:
+    """The rows of ``made`` (a whole corpus's, or the changed files')."""
+    db.executemany(
+        "INSERT INTO links VALUES(?,?,?,?,?,?,?)",
+        [
+            (m.key, m.raw, m.chunk_id, m.role, m.how, m.via, made.paths[m.chunk_id])
+            for m in made.mentions
+        ],
+    )
+    db.executemany(
+        "INSERT INTO names VALUES(?,?,?,?,?,?)",
+        [
+            (kind, int(python), name, key, chunk_id, path)
+            for kind, targets in (("implementer", made.implementers), ("helper", made.helpers))
+            for (python, name), entries in targets.items()
+            for key, chunk_id, path in entries
+        ],
+    )
+    db.executemany(
+        "INSERT INTO calls VALUES(?,?,?,?,?)",
+        [
+            (stage, int(python), name, ident, row[2])
+            for stage, uses in ((1, made.first), (2, made.second))
+            for ident, (row, called) in uses.items()
+            for (python, name), _ in called
+        ],
+    )
 
 
 def table(cache: CorpusCache) -> sqlite3.Connection:

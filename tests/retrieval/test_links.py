@@ -333,6 +333,102 @@ def test_a_file_that_starts_calling_a_wrapper_is_linked(linked: tuple[Workspace,
     assert EXAMPLE in _paths(ws, "wgmma.mma_async")
 
 
+HELPER_PY = '''\
+"""Hopper helpers for the tests."""
+
+from cutlass.cute.arch.mma import warpgroup_mma_async
+
+
+def make_tiled_wgmma_step(acc, a_desc, b_desc):
+    return warpgroup_mma_async(acc, a_desc, b_desc)
+'''
+
+HELPED_EXAMPLE_PY = '''\
+"""An example that builds its MMA through a helper."""
+
+from cutlass.utils.hopper_helpers import make_tiled_wgmma_step
+
+
+def dense_step(acc, a, b):
+    return make_tiled_wgmma_step(acc, a, b)
+'''
+
+
+def _canonical(ws: Workspace) -> tuple[object, ...]:
+    """The link artifact's rows: each chunk's links in their order, names and calls as sets."""
+    cache = ws.store.synced_cache("cutlass")
+    db = links.table(cache)
+    try:
+        return (
+            db.execute("SELECT * FROM links ORDER BY chunk_id, rowid").fetchall(),
+            sorted(db.execute("SELECT * FROM names").fetchall()),
+            sorted(db.execute("SELECT * FROM calls").fetchall()),
+            sorted(db.execute("SELECT * FROM info").fetchall()),
+        )
+    finally:
+        db.close()
+
+
+def test_changed_files_links_are_applied_as_a_full_build_finds_them(
+    linked: tuple[Workspace, Repo],
+) -> None:
+    """Callers, helpers and wrappers added, edited and removed: each re-index updates the
+    changed files' links in place when what other files link through stays, builds the
+    table again when it moves, and either way holds what a full build finds."""
+    ws, code = linked
+    steps: list[tuple[str, Callable[[], None], str]] = [
+        ("a new caller", lambda: code.write("examples/hopper/tile.py", CALLER_PY), "updated"),
+        # the same instruction in the same wrapper, a line further down: its link moves
+        ("an edited header", lambda: code.write(HEADER, "// v2\n" + GMMA_HPP), "updated"),
+        ("a new helper", lambda: code.write("python/CuTeDSL/cutlass/utils/hopper_helpers.py", HELPER_PY), "built"),
+        ("an example of it", lambda: code.write("examples/hopper/dense.py", HELPED_EXAMPLE_PY), "updated"),
+        ("the helper edited", lambda: code.write("python/CuTeDSL/cutlass/utils/hopper_helpers.py", "# v2\n" + HELPER_PY), "updated"),
+        ("the wrapper's instruction", lambda: code.write(WRAPPER, WRAPPER_PY.format(op="tcgen05_mma")), "built"),
+        ("the caller gone", lambda: code.remove("examples/hopper/tile.py"), "updated"),
+        ("a file no link is made from", lambda: code.write("include/cute/layout.hpp", LAYOUT_HPP), "kept"),
+    ]  # fmt: skip
+    wgmma: dict[str, set[str]] = {}
+    for label, change, expected in steps:
+        change()
+        code.commit(label)
+        report = ws.update("cutlass")
+        assert report.links == expected, label
+        applied = _canonical(ws)
+        wgmma[label] = _paths(ws, "wgmma.mma_async")
+        links.build(ws.store.synced_cache("cutlass"))
+        assert _canonical(ws) == applied, label
+    assert "examples/hopper/tile.py" in wgmma["a new caller"]
+    assert "examples/hopper/dense.py" in wgmma["an example of it"]  # through the helper
+    assert "examples/hopper/dense.py" in wgmma["the helper edited"]
+    # the wrapper issues tcgen05 now: no Hopper code reaches wgmma through it
+    assert WRAPPER not in wgmma["the wrapper's instruction"]
+    assert "examples/hopper/dense.py" not in wgmma["the wrapper's instruction"]
+
+
+def test_a_run_stopped_before_its_links_leaves_none_stale(
+    linked: tuple[Workspace, Repo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the chunks were written and before the links: the next run finds
+    every file unchanged, and makes the links (and the lexical index) again anyway."""
+    ws, code = linked
+    code.write("examples/hopper/tile.py", CALLER_PY)
+    code.commit("a second caller")
+
+    def killed(*args: object) -> str:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(links, "refresh", killed)
+        ws.update("cutlass")
+    fresh = Workspace()
+    report = fresh.update("cutlass")
+    assert report.files_changed == 0 and report.links == "built"
+    assert "examples/hopper/tile.py" in _paths(fresh, "wgmma.mma_async")
+    hits = fresh.search("tile_step", corpora=["cutlass"], mode="lexical", k=3).hits
+    assert hits and hits[0].chunk.path == "examples/hopper/tile.py"
+    assert fresh.update("cutlass").links == "kept"
+
+
 def test_links_artifact_rebuilds_when_older_than_the_index(
     linked: tuple[Workspace, Repo],
 ) -> None:
