@@ -129,9 +129,10 @@ def _threads() -> int:
 
 
 class Template:
-    def __init__(self, ctl: socket.socket, parent: int) -> None:
+    def __init__(self, ctl: socket.socket, parent: int, backend: Any = None) -> None:
         self.ctl = ctl
         self.parent = parent
+        self.backend = backend
         self.pid = os.getpid()
         self.cwd = os.getcwd()
         self.children: set[int] = set()
@@ -259,12 +260,24 @@ def _become_worker(
     keep_paths = request.get("keep_paths")
     sandbox.enter_worker(mode, False, list(keep_paths) if keep_paths is not None else None, False)
     _reset_process(template, request, workdir)
+    _seed_worker(template.backend)
     from . import worker
 
     code = worker.run(
         to_worker, from_worker, workdir, str(request["device"]), int(request.get("mem_cap") or 0)
     )
     worker.exit_now(code)
+
+
+def _seed_worker(backend: Any) -> None:
+    """The backend's ``seed_worker``: what the template prepared, into the worker's own
+    folders (a failure costs only the time the seed saves)."""
+    if backend is None:
+        return
+    try:
+        backend.seed_worker()
+    except Exception:
+        pass
 
 
 def _close_all_but(keep: list[int]) -> None:
@@ -322,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = _backend(args.backend)
     took = _preimport(backend)
     warmed = _warm_backend(backend)
-    template = Template(ctl, args.parent)
+    template = Template(ctl, args.parent, backend)
     template.send(
         {
             "type": "ready",

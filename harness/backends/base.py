@@ -159,6 +159,12 @@ class Backend:
         worker: harness-only warm-ups every worker would otherwise repeat. No CUDA, no
         candidate code, nothing that reads a worker's own environment or folders."""
 
+    def seed_worker(self) -> dict[str, int]:
+        """Runs in a worker forked from a template, its environment the worker's, before
+        it serves: puts what ``warm_template`` prepared for every worker into the worker's
+        own folders. Returns what it did, for the worker's log; never raises."""
+        return {}
+
     def prepare_torch_compile(self, counter: LaunchCounter | None) -> None:
         """Runs in the worker, after ``torch._inductor`` is imported, for a candidate that
         uses ``torch.compile``: count the kernels inductor launches for this backend."""

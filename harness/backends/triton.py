@@ -150,10 +150,32 @@ class TritonBackend(Backend):
 
     def warm_template(self) -> None:
         """The interpreter's first launch, once for every CPU worker the template forks
-        (a template for CPU workers is started with their ``TRITON_INTERPRET=1``)."""
+        (a template for CPU workers is started with their ``TRITON_INTERPRET=1``); for GPU
+        workers, the driver's C helpers built once (``_build_driver_seed``)."""
         if os.environ.get("TRITON_INTERPRET") == "1":
             _warm_interpreter()
             _WARM[0] = True
+        elif os.path.exists("/dev/nvidiactl"):
+            _SEED.update(_build_driver_seed())
+
+    def seed_worker(self) -> dict[str, int]:
+        """Put the driver's C helpers the template built into this worker's own Triton
+        cache: a copy of Triton's own build of its own source, so a fresh worker loads
+        them instead of compiling them with the host compiler (0.25-0.4 s on an H200 host).
+        The bytes are the template's (copy-on-write memory no worker can change), written
+        to files only this worker sees."""
+        root = os.environ.get("TRITON_CACHE_DIR")
+        if not _SEED or not root:
+            return {}
+        written = 0
+        for rel, data in _SEED.items():
+            path = Path(root) / rel
+            if path.exists():
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            written += 1
+        return {"files": written, "bytes": sum(len(d) for d in _SEED.values())}
 
     def prepare_torch_compile(self, counter: LaunchCounter | None) -> None:
         if counter is None:
@@ -242,6 +264,55 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
 
 
 _WARM = [False]  # the interpreter's first launch already paid (in the worker template)
+# the driver's C helpers as Triton's cache holds them: relative path -> bytes (template)
+_SEED: dict[str, bytes] = {}
+_SEED_TIMEOUT_S = 120.0
+
+
+def _build_driver_seed() -> dict[str, bytes]:
+    """Triton's driver helpers (``cuda_utils``), built by Triton itself in a forked child
+    of the template with a cache folder of its own: the child loads the helpers (and with
+    them ``libcuda``), the template never does -- it stays without CUDA. What the build
+    left in that folder is read back (the cache's layout is Triton's, whatever its
+    version: keys hash the source and the platform, not the folder). Empty on failure."""
+    import shutil
+    import tempfile
+    import time
+
+    folder = tempfile.mkdtemp(prefix="triton-seed-")
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: build, then leave without running any cleanup
+            code = 1
+            try:
+                os.environ["TRITON_CACHE_DIR"] = folder
+                from triton.backends.nvidia.driver import CudaUtils
+
+                CudaUtils()
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + _SEED_TIMEOUT_S
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                return {}
+            time.sleep(0.01)
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            return {}
+        seed = {}
+        for path in Path(folder).rglob("*"):
+            if path.is_file() and not path.name.startswith("tmp"):
+                seed[str(path.relative_to(folder))] = path.read_bytes()
+        return seed
+    except OSError:
+        return {}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _warm_interpreter() -> None:
