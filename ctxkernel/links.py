@@ -8,9 +8,8 @@ corpus's own chunks (its link-only sources' too: files kept for the links and ne
 searched, such as CUTLASS's ``include/cutlass/arch`` wrappers), stamped with the corpus's
 generation. Beside the links the artifact keeps what they were made through (the wrapper
 names and their instructions, the helpers, who calls each name): a re-index makes the
-changed files' links again and puts them in place of their old ones (``refresh``), and
-builds the whole table again only when the change moves what other files' links go
-through. A reader that finds a stamp other than the cache's rebuilds it before answering,
+changed files' links again -- and those of the files whose links the change moves -- and
+puts them in place of their old ones (``refresh``). A reader that finds a stamp other than the cache's rebuilds it before answering,
 so a link never names a chunk the index no longer has. A link records the instruction as written
 (``wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16``, ``nvvm.cp_async_bulk_tensor_...``)
 as a normalised key; which PTX section it belongs to is decided when asked, against the
@@ -455,11 +454,12 @@ def _chunk_of(corpus: str, row: tuple[Any, ...]) -> Chunk:
 def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> str:
     """Bring the link table up to date after an index run that wrote or removed the files
     ``changed`` (None: unknown). Their links are made again from their chunks and put in
-    place of their old ones; the rest of the table stays, since it is what a full build
-    would find -- unless the change moves what other files' links go through (a name
-    defined or no longer, a wrapper's instruction, a name crossing ``USER_NAME_CAP``, a
-    Gluon intrinsic's definition), when the table is built again. Says which it did:
-    "kept" (only its stamp moved), "updated" or "built"."""
+    place of their old ones, with those of every file whose links the change moves (it
+    calls, defines or spells a name that was defined or no longer, whose instruction
+    changed or that crossed ``USER_NAME_CAP``); the rest of the table stays, since it is
+    what a full build would find. The table is built again when a Gluon intrinsic's
+    definition changed or the change spreads over more than ``_MAX_SCOPE`` files. Says
+    which it did: "kept" (only its stamp moved), "updated" or "built"."""
     path = cache.directory / LINKS_FILE
     generation = cache.get_info("generation") or ""
     if changed is not None and path.exists():
@@ -473,9 +473,20 @@ def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> str:
     return "built"
 
 
+# how far a change may spread (files whose links it moves) before the table is built
+# again instead: a wrapper header's names reach a few hundred callers at most
+_MAX_SCOPE = 400
+_MAX_ROUNDS = 6
+
+
 def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -> str:
     """Apply a change to these files to the table (a copy, swapped in): "updated", or
-    "kept" when the table stays as it is; "" when it must be built again."""
+    "kept" when the table stays as it is; "" when it must be built again.
+
+    The files whose links are made again start as the changed ones; when that moves what
+    a name means (a wrapper defined or gone, its instruction, a helper, a name crossing
+    ``USER_NAME_CAP``), the files that call, define or now spell that name join them,
+    until no name moved outside them."""
     db = sqlite3.connect(path)
     try:
         info = dict(db.execute("SELECT key, value FROM info").fetchall())
@@ -484,37 +495,79 @@ def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -
         if info.get("artifact") != ARTIFACT_VERSION:
             return ""
         old = _read_state(db, info)
+        scope = set(changed)
+        for _ in range(_MAX_ROUNDS):
+            remade = _remake(cache, db, old, scope)
+            if remade is None:
+                return ""
+            made, needed = remade
+            if needed <= scope:
+                break
+            scope |= needed
+            if len(scope) > _MAX_SCOPE:
+                return ""
+        else:
+            return ""
+        marks = ",".join("?" * len(scope))
+        empty = not (
+            made.mentions or made.implementers or made.helpers or made.first or made.second
+        )
+        if empty and not any(
+            db.execute(
+                f"SELECT 1 FROM {t} WHERE path IN ({marks}) LIMIT 1", sorted(scope)
+            ).fetchone()
+            for t in ("links", "names", "calls")
+        ):  # the files had no part in any link and have none now: only the stamp moves
+            db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+            db.commit()
+            return "kept"
     finally:
         db.close()
-    marks = ",".join("?" * len(changed))
+    # a name of its own: two readers that find the artifact stale may build it at once
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    shutil.copyfile(path, tmp)
+    db = sqlite3.connect(tmp)
+    try:
+        for t in ("links", "names", "calls"):
+            db.execute(f"DELETE FROM {t} WHERE path IN ({marks})", sorted(scope))
+        _insert(db, made)
+        db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+        db.commit()
+    finally:
+        db.close()
+    tmp.replace(path)
+    return "updated"
+
+
+def _remake(
+    cache: CorpusCache, db: sqlite3.Connection, old: _State, scope: set[str]
+) -> tuple[_Links, set[str]] | None:
+    """The links of the files in ``scope`` made again against the rest of the table, and
+    the files whose links the result would move (``scope`` itself when none outside);
+    None when only a whole build can tell (a Gluon intrinsic's definition changed)."""
+    marks = ",".join("?" * len(scope))
     cdb = cache.db()
     rows: list[tuple[Any, ...]] = []
     for table_name in ("chunks", "link_chunks"):
-        if changed:
+        if scope:
             rows += cdb.execute(
                 f"SELECT {_ROW_COLUMNS} FROM {table_name} WHERE path IN ({marks}) ORDER BY row",
-                sorted(changed),
+                sorted(scope),
             ).fetchall()
     corpus = cache.corpus
     own, implemented, present, intrinsic_paths = _own(rows, corpus)
-    if present or intrinsic_paths or changed & old.intrinsic_paths:
-        return ""  # which intrinsics exist: every file's calls of them
-    implementers = _merge(old.implementers, implemented, changed)
-    if _shape(implementers) != _shape(old.implementers):
-        return ""  # what a call of some name means (or which names count)
+    if present or intrinsic_paths or scope & old.intrinsic_paths:
+        return None  # which intrinsics exist: every file's calls of them
+    implementers = _merge(old.implementers, implemented, scope)
+    moved = _moved(old.implementers, implementers, implemented, scope)
     first = _scan(rows, corpus, implementers)
-    counts = _recount(old.first, first, changed)
-    if counts is None:
-        return ""
+    counts, crossed = _recount(_call_counts(db, 1, scope), first)
     firsts = _emit(first, counts, implementers, "call")
     helping = _helpers(firsts, first, implementers)
-    helpers = _merge(old.helpers, helping, changed)
-    if _shape(helpers) != _shape(old.helpers):
-        return ""
+    helpers = _merge(old.helpers, helping, scope)
+    moved_helpers = _moved(old.helpers, helpers, helping, scope)
     second = _scan([r for r in rows if (r[8] or "") in _EXAMPLE_KINDS], corpus, helpers)
-    counts2 = _recount(old.second, second, changed)
-    if counts2 is None:
-        return ""
+    counts2, crossed2 = _recount(_call_counts(db, 2, scope), second)
     made = _Links(
         [
             *own,
@@ -530,34 +583,51 @@ def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -
         first,
         second,
     )
-    if not (made.mentions or made.implementers or made.helpers or first or second):
-        db = sqlite3.connect(path)
-        try:
-            if not any(
-                db.execute(
-                    f"SELECT 1 FROM {t} WHERE path IN ({marks}) LIMIT 1", sorted(changed)
-                ).fetchone()
-                for t in ("links", "names", "calls")
-            ):  # the files had no part in any link and have none now: only the stamp moves
-                db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
-                db.commit()
-                return "kept"
-        finally:
-            db.close()
-    # a name of its own: two readers that find the artifact stale may build it at once
-    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    shutil.copyfile(path, tmp)
-    db = sqlite3.connect(tmp)
-    try:
-        for t in ("links", "names", "calls"):
-            db.execute(f"DELETE FROM {t} WHERE path IN ({marks})", sorted(changed))
-        _insert(db, made)
-        db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
-        db.commit()
-    finally:
-        db.close()
-    tmp.replace(path)
-    return "updated"
+    needed = set(scope)
+    for name in moved | moved_helpers:
+        needed |= _paths_with(db, "SELECT path FROM names WHERE python=? AND name=?", name)
+        needed |= _paths_with(db, "SELECT path FROM calls WHERE python=? AND name=?", name)
+        needed |= _defining(cdb, name)
+    for name in moved - set(old.implementers):  # new names: whoever spells them
+        needed |= _spelling(cdb, name[1], examples=False)
+    for name in moved_helpers - set(old.helpers):
+        needed |= _spelling(cdb, name[1], examples=True)
+    for stage, names in ((1, crossed), (2, crossed2)):
+        for name in names:
+            needed |= _paths_with(
+                db, f"SELECT path FROM calls WHERE pass={stage} AND python=? AND name=?", name
+            )
+    return made, needed
+
+
+def _paths_with(db: sqlite3.Connection, query: str, name: Name) -> set[str]:
+    return {p for (p,) in db.execute(query, (int(name[0]), name[1]))}
+
+
+def _defining(cdb: sqlite3.Connection, name: Name) -> set[str]:
+    """The files with a chunk that defines ``name`` (whether it is a helper depends on
+    whether it is an implementer)."""
+    out: set[str] = set()
+    for table_name in ("chunks", "link_chunks"):
+        out |= {
+            p
+            for (p,) in cdb.execute(
+                f"SELECT path FROM {table_name} WHERE instr(' ' || defines || ' ', ?) > 0",
+                (f" {name[1]} ",),
+            )
+        }
+    return out
+
+
+def _spelling(cdb: sqlite3.Connection, word: str, *, examples: bool) -> set[str]:
+    """The files with a chunk whose text holds ``word`` (examples only: the second pass)."""
+    out: set[str] = set()
+    for table_name in ("chunks", "link_chunks"):
+        query = f"SELECT DISTINCT path FROM {table_name} WHERE instr(text, ?) > 0"
+        if examples:
+            query += " AND kind IN ('example', 'tutorial')"
+        out |= {p for (p,) in cdb.execute(query, (word,))}
+    return out
 
 
 @dataclass
@@ -568,8 +638,6 @@ class _State:
     helpers: Targets
     present: set[str]
     intrinsic_paths: set[str]
-    first: dict[Name, list[str]]  # name -> the paths of the chunks that call it, one per chunk
-    second: dict[Name, list[str]]
 
 
 def _read_state(db: sqlite3.Connection, info: dict[str, str]) -> _State:
@@ -578,17 +646,27 @@ def _read_state(db: sqlite3.Connection, info: dict[str, str]) -> _State:
         "SELECT kind, python, name, key, chunk_id, path FROM names ORDER BY rowid"
     ):
         targets[kind].setdefault((bool(python), name), []).append((key, chunk_id, path))
-    calls: dict[int, dict[Name, list[str]]] = {1: {}, 2: {}}
-    for stage, python, name, path in db.execute("SELECT pass, python, name, path FROM calls"):
-        calls[stage].setdefault((bool(python), name), []).append(path)
     return _State(
         targets["implementer"],
         targets["helper"],
         set(json.loads(info["present"])),
         set(json.loads(info["intrinsic_paths"])),
-        calls[1],
-        calls[2],
     )
+
+
+def _call_counts(
+    db: sqlite3.Connection, stage: int, scope: set[str]
+) -> dict[Name, tuple[int, int]]:
+    """name -> (chunks that call it in pass ``stage``, those of them in ``scope``)."""
+    marks = ",".join("?" * len(scope))
+    return {
+        (bool(python), name): (int(total), int(mine or 0))
+        for python, name, total, mine in db.execute(
+            f"SELECT python, name, COUNT(*), SUM(path IN ({marks})) FROM calls WHERE pass=?"
+            " GROUP BY python, name",
+            (*sorted(scope), stage),
+        )
+    }
 
 
 def _merge(old: Targets, new: Targets, changed: set[str]) -> Targets:
@@ -603,21 +681,30 @@ def _merge(old: Targets, new: Targets, changed: set[str]) -> Targets:
     return out
 
 
-def _shape(targets: Targets) -> dict[Name, frozenset[tuple[str, str]]]:
-    """What a call of each name resolves through (``_disambiguate`` reads keys and paths)."""
-    return {name: frozenset((k, p) for k, _, p in entries) for name, entries in targets.items()}
+def _moved(old: Targets, now: Targets, new: Targets, scope: set[str]) -> set[Name]:
+    """The names a call of which resolves otherwise now (``_disambiguate`` reads the keys
+    and paths of a name's entries): only names the files in ``scope`` had or have entries
+    for can have moved."""
+    names = set(new) | {n for n, entries in old.items() if any(e[2] in scope for e in entries)}
+    return {
+        n
+        for n in names
+        if {(k, p) for k, _, p in old.get(n, ())} != {(k, p) for k, _, p in now.get(n, ())}
+    }
 
 
-def _recount(old: dict[Name, list[str]], new: Uses, changed: set[str]) -> dict[Name, int] | None:
-    """The callers per name after the change; None when a name crossed ``USER_NAME_CAP``
-    (its calls elsewhere are linked now, or no longer)."""
-    counts = {name: sum(p not in changed for p in paths) for name, paths in old.items()}
+def _recount(old: dict[Name, tuple[int, int]], new: Uses) -> tuple[dict[Name, int], set[Name]]:
+    """The callers per name after the change, and the names that crossed
+    ``USER_NAME_CAP`` (their calls elsewhere are linked now, or no longer)."""
+    counts = {name: total - mine for name, (total, mine) in old.items()}
     for name, n in _count(new).items():
         counts[name] = counts.get(name, 0) + n
-    for name in set(counts) | set(old):
-        if (counts.get(name, 0) > USER_NAME_CAP) != (len(old.get(name, ())) > USER_NAME_CAP):
-            return None
-    return counts
+    crossed = {
+        name
+        for name in set(counts) | set(old)
+        if (counts.get(name, 0) > USER_NAME_CAP) != (old.get(name, (0, 0))[0] > USER_NAME_CAP)
+    }
+    return counts, crossed
 
 
 def _disambiguate(targets: list[tuple[str, str, str]], qual: str | None, path: str) -> set[str]:

@@ -380,10 +380,10 @@ def test_changed_files_links_are_applied_as_a_full_build_finds_them(
         ("a new caller", lambda: code.write("examples/hopper/tile.py", CALLER_PY), "updated"),
         # the same instruction in the same wrapper, a line further down: its link moves
         ("an edited header", lambda: code.write(HEADER, "// v2\n" + GMMA_HPP), "updated"),
-        ("a new helper", lambda: code.write("python/CuTeDSL/cutlass/utils/hopper_helpers.py", HELPER_PY), "built"),
+        ("a new helper", lambda: code.write("python/CuTeDSL/cutlass/utils/hopper_helpers.py", HELPER_PY), "updated"),
         ("an example of it", lambda: code.write("examples/hopper/dense.py", HELPED_EXAMPLE_PY), "updated"),
         ("the helper edited", lambda: code.write("python/CuTeDSL/cutlass/utils/hopper_helpers.py", "# v2\n" + HELPER_PY), "updated"),
-        ("the wrapper's instruction", lambda: code.write(WRAPPER, WRAPPER_PY.format(op="tcgen05_mma")), "built"),
+        ("the wrapper's instruction", lambda: code.write(WRAPPER, WRAPPER_PY.format(op="tcgen05_mma")), "updated"),
         ("the caller gone", lambda: code.remove("examples/hopper/tile.py"), "updated"),
         ("a file no link is made from", lambda: code.write("include/cute/layout.hpp", LAYOUT_HPP), "kept"),
     ]  # fmt: skip
@@ -403,6 +403,60 @@ def test_changed_files_links_are_applied_as_a_full_build_finds_them(
     # the wrapper issues tcgen05 now: no Hopper code reaches wgmma through it
     assert WRAPPER not in wgmma["the wrapper's instruction"]
     assert "examples/hopper/dense.py" not in wgmma["the wrapper's instruction"]
+
+
+FENCE_CALLER_PY = '''\
+"""An example written before its wrapper."""
+
+from cutlass.cute.arch.fence import warpgroup_fence_operand
+
+
+def fence_step(acc):
+    return warpgroup_fence_operand(acc)
+'''
+
+FENCE_WRAPPER_PY = '''\
+"""A fence wrapper for the tests."""
+
+from cutlass._mlir.dialects import nvvm
+
+
+def warpgroup_fence_operand(acc):
+    return nvvm.wgmma_mma_async(acc)
+'''
+
+
+def test_a_new_wrapper_links_the_code_that_already_called_it(
+    linked: tuple[Workspace, Repo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name spelled before anything defines it, then defined; a name whose callers cross
+    the cap; the wrapper gone: the files that spell, call or define a moved name are
+    linked again with the changed one, and the table is what a full build finds."""
+    ws, code = linked
+    # a file calls a name in two chunks (its import, its use): two files are too common
+    monkeypatch.setattr(links, "USER_NAME_CAP", 3)
+    links.build(ws.store.synced_cache("cutlass"))
+    steps: list[tuple[str, Callable[[], None], str]] = [
+        # nothing links it yet: the table stays
+        ("a call of an unknown name", lambda: code.write("examples/hopper/fence.py", FENCE_CALLER_PY), "kept"),
+        ("its wrapper", lambda: code.write("python/CuTeDSL/cutlass/cute/arch/fence.py", FENCE_WRAPPER_PY), "updated"),
+        ("a second caller: over the cap", lambda: code.write("examples/hopper/tile.py", CALLER_PY), "updated"),
+        ("the wrapper gone", lambda: code.remove("python/CuTeDSL/cutlass/cute/arch/fence.py"), "updated"),
+    ]  # fmt: skip
+    found: dict[str, set[str]] = {}
+    for label, change, expected in steps:
+        change()
+        code.commit(label)
+        assert ws.update("cutlass").links == expected, label
+        applied = _canonical(ws)
+        found[label] = _paths(ws, "wgmma.mma_async")
+        links.build(ws.store.synced_cache("cutlass"))
+        assert _canonical(ws) == applied, label
+    assert "examples/hopper/fence.py" not in found["a call of an unknown name"]
+    assert "examples/hopper/fence.py" in found["its wrapper"]  # the old file, linked now
+    # warpgroup_mma_async has two callers now: neither example is linked through it
+    assert EXAMPLE in found["its wrapper"] and EXAMPLE not in found["a second caller: over the cap"]
+    assert "examples/hopper/fence.py" not in found["the wrapper gone"]
 
 
 def test_a_run_stopped_before_its_links_leaves_none_stale(
