@@ -9,21 +9,17 @@ gradle daemon do, in two halves:
 - the **client** (``check_through_server``, called by ``harness.cli.check_from_cli`` for a
   single local check) imports nothing heavy (no torch, triton or ladder). It connects to
   a Unix socket named after its *fingerprint*; with no live server there it starts one
-  detached (``python -m harness.checkserver serve``: its own session, stdin and stdout on
+  detached (``python -m harness check-server serve``: its own session, stdin and stdout on
   /dev/null, stderr in a log beside the socket) and waits a bounded time for it. It sends
   the check's parsed options, its cwd and its environment, relays what the server prints
   (stdout to stdout, stderr to stderr, as it comes) and returns the server's exit code. A
   usage error comes back as one and is raised here, so each command line prints its own
   one line and exits 2. When no server can be had it says so in one line on stderr and
   the caller checks in-process, as without a server.
-- the **server** (``CheckServer``) serves one check at a time on its main thread (cwd and
-  environment are process-wide; a second client waits its turn), running
-  ``harness.cli.check_in_process`` with the request's cwd, environment, stdout and stderr
-  for the length of the request and its own restored after. ``harness.templates`` keeps
-  the worker templates between requests, which is the point. ``status`` and ``stop``
-  are answered at once by the accepting thread, also while a check runs. It exits after
-  ``CTXKERNEL_CHECK_SERVER_IDLE`` seconds without a request (default 600), on SIGTERM or
-  SIGHUP, when a source file of its code changed, and when its socket was taken over.
+- the **server** (``harness/checkdaemon.py``, its own process) serves one check at a
+  time with the request's cwd, environment, stdout and stderr, keeps the worker
+  templates between checks, and exits when idle (``CTXKERNEL_CHECK_SERVER_IDLE``, default
+  600 s), stopped, terminated, or when its code changed on disk.
 
 The fingerprint (which server a client may use) covers the interpreter, the uid, every
 ``harness``/``ctxkernel`` source file's path, size and mtime (edited code means a new
@@ -34,15 +30,10 @@ fingerprint ("stale"); the client then starts a new one.
 
 Safety: the socket lives in a directory only the user can open (``$XDG_RUNTIME_DIR/ctxkernel``,
 or ``check-server/`` in the ctxkernel cache dir when ``CTXKERNEL_HOME`` is set or there is no
-runtime dir); a directory that others may open, or that another uid owns, is refused. The
-server checks each peer's uid (``SO_PEERCRED``), bounds a request's size, and never imports
-candidate code (candidates run in forked workers, as in-process). A client that goes away
-(Ctrl-C) cancels its check: a reader thread sees the socket close and interrupts the main
-thread with SIGINT, which unwinds the check as an in-process Ctrl-C does (its workers are
-killed, its temp dir removed) and the server goes on. A server killed mid-check is seen as
-an EOF by the client, never a hang. Modules a request imported from outside the installed
-packages (the problem file and its helpers) are dropped after it, ``sys.path`` and the
-warning filters restored.
+runtime dir); a directory that others may open, or that another uid owns, is refused. Both
+ends check the peer's uid (``SO_PEERCRED``); a request is bounded; a server that dies is an
+EOF to the client (one line, exit 2, once output was relayed; a quiet fallback before),
+never a hang; a client that goes away (Ctrl-C) cancels its check in the server.
 
 Off with ``--no-server`` or ``CTXKERNEL_CHECK_SERVER=0``; not used with ``CTXKERNEL_WARM=0``,
 ``--cold``, several candidates or ``--runner``/``--jobs``/``--resume`` (``harness/cli.py``
@@ -54,20 +45,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import io
 import json
 import os
-import queue
 import signal
 import socket
 import stat
 import struct
 import subprocess
 import sys
-import threading
 import time
-import traceback
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,7 +64,6 @@ from .workerenv import harness_root
 
 ENV_SWITCH = "CTXKERNEL_CHECK_SERVER"
 ENV_IDLE = "CTXKERNEL_CHECK_SERVER_IDLE"
-DEFAULT_IDLE_S = 600.0
 START_TIMEOUT_S = 20.0  # the server binds its socket before its heavy imports
 MAX_REQUEST = 1 << 20  # a request's bytes (options, cwd, environment)
 MAX_FRAME = 1 << 28  # a frame the client accepts (a verdict's JSON is ~100 KB)
@@ -216,7 +201,7 @@ def secure_dir(folder: Path, create: bool = True) -> Path:
 
 
 @contextlib.contextmanager
-def _address(path: Path) -> Iterator[str]:
+def socket_address(path: Path) -> Iterator[str]:
     """A name ``bind``/``connect`` accept for ``path``: itself, or (past the 107 bytes a
     Unix socket's name may hold) the same file through an open handle of its folder."""
     if len(os.fsencode(path)) < 100:
@@ -247,11 +232,11 @@ def peer_refused(conn: socket.socket, uid: int | None = None) -> str | None:
 # -- frames: one JSON document per line -----------------------------------------------------
 
 
-def _send(conn: socket.socket, doc: dict[str, Any]) -> None:
+def send_frame(conn: socket.socket, doc: dict[str, Any]) -> None:
     conn.sendall(json.dumps(doc).encode() + b"\n")
 
 
-class _Lines:
+class Frames:
     """The JSON documents arriving on a stream socket, one per line, each at most ``limit``
     bytes; ``None`` at EOF (or when the connection broke)."""
 
@@ -318,7 +303,7 @@ def _connect(path: Path, timeout_s: float = 2.0) -> socket.socket | None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(timeout_s)
-        with _address(path) as address:
+        with socket_address(path) as address:
             conn.connect(address)
         conn.settimeout(None)
     except OSError:
@@ -361,7 +346,7 @@ def _start(place: Path, path: Path, fp: str) -> socket.socket | str:
             p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
         ]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(python_path))
-        cmd = [sys.executable, "-m", "harness.checkserver", "serve"]
+        cmd = [sys.executable, "-m", "harness", "check-server", "serve"]
         cmd += ["--socket", str(path), "--fingerprint", fp]
         with open(log, "wb") as err:
             os.chmod(log, 0o600)
@@ -465,7 +450,7 @@ def _converse(conn: socket.socket, payload: bytes, annotate: Annotate | None, lo
         conn.sendall(payload)
     except OSError as exc:
         raise _Gone(f"check server: sending the check failed ({exc.strerror})") from None
-    lines = _Lines(conn, MAX_FRAME)
+    lines = Frames(conn, MAX_FRAME)
     server = "the check server"
     relayed = False
     while True:
@@ -490,7 +475,7 @@ def _converse(conn: socket.socket, payload: bytes, annotate: Annotate | None, lo
             relayed = True
         elif kind == "annotate":
             entries = annotate(dict(doc.get("doc") or {})) if annotate is not None else []
-            _send(conn, {"type": "evidence", "entries": entries})
+            send_frame(conn, {"type": "evidence", "entries": entries})
         elif kind == "exit":
             return int(doc.get("code", 1))
         elif kind == "usage":
@@ -512,8 +497,8 @@ def ask(path: Path, doc: dict[str, Any], timeout_s: float = 5.0) -> dict[str, An
         return None
     try:
         conn.settimeout(timeout_s)
-        _send(conn, doc)
-        return _Lines(conn, MAX_FRAME).next()
+        send_frame(conn, doc)
+        return Frames(conn, MAX_FRAME).next()
     except (OSError, ValueError):
         return None
     finally:
@@ -567,438 +552,6 @@ def _alive(pid: int) -> bool:
         return True
 
 
-# -- the server -----------------------------------------------------------------------------
-
-
-class _Request:
-    def __init__(self, conn: socket.socket, doc: dict[str, Any], lines: _Lines) -> None:
-        self.conn = conn
-        self.doc = doc
-        self.lines = lines
-        self.running = False
-        self.cancelled = False
-        self.gone = False
-        self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self.send_lock = threading.Lock()
-
-    def send(self, doc: dict[str, Any]) -> None:
-        if self.gone:
-            return
-        with self.send_lock:
-            try:
-                _send(self.conn, doc)
-            except OSError:
-                self.gone = True
-
-
-class _Relay(io.TextIOBase):
-    """A request's stdout or stderr: text goes to the client as it is written (a line at
-    a time, or at each flush)."""
-
-    def __init__(self, request: _Request, fd: int, tty: bool) -> None:
-        self.request = request
-        self.fd = fd
-        self.tty = tty
-        self.parts: list[str] = []
-        self.size = 0
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
-
-    def writable(self) -> bool:
-        return True
-
-    def isatty(self) -> bool:
-        return self.tty
-
-    def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self.parts.append(text)
-        self.size += len(text)
-        if "\n" in text or self.size > 8192:
-            self.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        if self.parts:
-            data, self.parts, self.size = "".join(self.parts), [], 0
-            self.request.send({"type": "out", "fd": self.fd, "data": data})
-
-
-class CheckServer:
-    """One server: its socket, an accepting thread, and checks run on the main thread."""
-
-    def __init__(self, path: Path, fp: str, idle_s: float) -> None:
-        self.path = path
-        self.fp = fp
-        self.idle_s = idle_s
-        self.code = code_digest()
-        self.started = time.time()
-        self.last = time.monotonic()
-        self.requests = 0
-        self.current: _Request | None = None
-        self.waiting: queue.Queue[_Request | None] = queue.Queue()
-        self.stopping = threading.Event()
-        self.main_ident = threading.main_thread().ident or 0
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # bind a private name, then rename it into place: a client never sees a socket
-        # that does not listen yet, and a dead server's file is simply replaced
-        temporary = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        with _address(temporary) as address:
-            self.listener.bind(address)
-        os.chmod(temporary, 0o600)
-        self.listener.listen(64)
-        os.replace(temporary, path)
-        self.inode = os.lstat(path).st_ino
-
-    # -- life --------------------------------------------------------------------------
-
-    def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._on_term)
-        signal.signal(signal.SIGHUP, self._on_term)
-        signal.signal(signal.SIGINT, self._on_interrupt)
-        threading.Thread(target=self._accept, name="check-server-accept", daemon=True).start()
-        self._log(f"serving {self.path} (pid {os.getpid()}, idle timeout {self.idle_s:g} s)")
-        reason = "stopped"
-        try:
-            # no warm-up imports here: the first check starts its worker template first
-            # (``prestart``) and imports torch while it starts, as an in-process check does
-            next_look = time.monotonic() + 2.0
-            while not self.stopping.is_set():
-                try:
-                    request = self.waiting.get(timeout=0.5)
-                except queue.Empty:
-                    request = None
-                    if time.monotonic() - self.last > self.idle_s:
-                        reason = f"idle for {self.idle_s:g} s"
-                        break
-                if request is not None:
-                    try:
-                        self._serve(request)
-                    except KeyboardInterrupt:
-                        pass  # a cancel that arrived as the check ended
-                    self.last = time.monotonic()
-                if time.monotonic() >= next_look:
-                    next_look = time.monotonic() + 2.0
-                    why = self._should_go()
-                    if why:
-                        reason = why
-                        break
-        except SystemExit:
-            reason = "terminated"
-        finally:
-            self._shut(reason)
-        return 0
-
-    def _should_go(self) -> str | None:
-        try:
-            if os.lstat(self.path).st_ino != self.inode:
-                return "its socket was taken over"
-        except OSError:
-            return "its socket was removed"
-        if code_digest() != self.code:
-            return "its code changed"
-        return None
-
-    def _on_term(self, signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    def _on_interrupt(self, signum: int, frame: Any) -> None:
-        # only a cancel of the running check interrupts it; a stray SIGINT does nothing
-        current = self.current
-        if current is not None and current.cancelled and current.running:
-            raise KeyboardInterrupt
-
-    def _shut(self, reason: str) -> None:
-        self.stopping.set()
-        with contextlib.suppress(OSError):
-            if os.lstat(self.path).st_ino == self.inode:
-                os.unlink(self.path)
-        with contextlib.suppress(OSError):
-            self.listener.close()
-        while True:  # clients still waiting get an EOF (and check in-process)
-            try:
-                request = self.waiting.get_nowait()
-            except queue.Empty:
-                break
-            if request is not None:
-                with contextlib.suppress(OSError):
-                    request.conn.close()
-        from . import cleanup, templates
-
-        templates.close_all()
-        cleanup.cleanup_now()
-        self._log(f"exiting: {reason} ({self.requests} checks served)")
-
-    def _log(self, message: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        with contextlib.suppress(Exception):
-            sys.__stderr__.write(f"{stamp} check server: {message}\n")  # type: ignore[union-attr]
-            sys.__stderr__.flush()  # type: ignore[union-attr]
-
-    # -- the accepting thread ---------------------------------------------------------------
-
-    def _accept(self) -> None:
-        self.listener.settimeout(1.0)
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self.stopping.is_set():
-                    return
-                time.sleep(0.1)
-                continue
-            threading.Thread(target=self._admit, args=(conn,), daemon=True).start()
-
-    def _admit(self, conn: socket.socket) -> None:
-        keep = False
-        try:
-            refused = peer_refused(conn)
-            if refused is not None:
-                self._log(f"refused a client: {refused}")
-                _send(conn, {"type": "refused", "message": refused})
-                return
-            conn.settimeout(10.0)
-            lines = _Lines(conn, MAX_REQUEST)
-            try:
-                doc = lines.next()
-            except ValueError as exc:
-                _send(conn, {"type": "refused", "message": str(exc)})
-                return
-            if doc is None:
-                return
-            kind = doc.get("type")
-            if kind == "status":
-                _send(conn, self.status())
-            elif kind == "stop":
-                _send(conn, {"type": "stopping", "pid": os.getpid()})
-                self.stopping.set()
-                self.waiting.put(None)
-            elif kind == "check":
-                if doc.get("fingerprint") != self.fp or doc.get("protocol") != PROTOCOL:
-                    _send(conn, {"type": "stale", "pid": os.getpid()})
-                    if code_digest() != self.code:
-                        self.stopping.set()
-                        self.waiting.put(None)
-                    return
-                conn.settimeout(None)
-                self.waiting.put(_Request(conn, doc, lines))
-                keep = True
-            else:
-                _send(conn, {"type": "refused", "message": f"unknown request {kind!r}"})
-        except OSError:
-            return
-        finally:
-            if not keep:
-                with contextlib.suppress(OSError):
-                    conn.close()
-
-    def status(self) -> dict[str, Any]:
-        from . import templates
-
-        current = self.current
-        return {
-            "type": "check_server",
-            "alive": True,
-            "pid": os.getpid(),
-            "socket": str(self.path),
-            "log": str(self.path.with_suffix(".log")),
-            "fingerprint": self.fp,
-            "python": sys.executable,
-            "code": str(harness_root()),
-            "started": round(self.started, 3),
-            "uptime_s": round(time.time() - self.started, 1),
-            "idle_s": 0.0 if current else round(time.monotonic() - self.last, 1),
-            "idle_timeout_s": self.idle_s,
-            "requests": self.requests,
-            "busy": current is not None,
-            "waiting": self.waiting.qsize(),
-            "templates": [t.describe() for t in list(templates._templates.values())],
-        }
-
-    # -- one check, on the main thread --------------------------------------------------
-
-    def _serve(self, request: _Request) -> None:
-        self.current = request
-        started = time.monotonic()
-        final: dict[str, Any] | None = None
-        try:
-            if _closed(request.conn):
-                self._log("a client left before its turn")
-                return
-            threading.Thread(
-                target=self._watch, args=(request,), name="check-server-watch", daemon=True
-            ).start()
-            request.send({"type": "accepted", "pid": os.getpid()})
-            with _applied(request):
-                request.running = True
-                try:
-                    final = self._check(request)
-                finally:
-                    request.running = False
-        finally:
-            self.current = None
-            self.requests += 1
-            if final is not None:
-                request.send(final)
-            with contextlib.suppress(OSError):
-                request.conn.close()
-            outcome = "cancelled" if final is None else f"{final['type']} {final.get('code', '')}"
-            self._log(
-                f"check {self.requests}: {outcome.strip()} in {time.monotonic() - started:.2f} s"
-            )
-
-    def _check(self, request: _Request) -> dict[str, Any] | None:
-        from .cli import check_in_process
-
-        values = decode_values(request.doc.get("values") or {})
-        annotate = self._remote_annotate(request) if request.doc.get("annotate") else None
-        try:
-            code = check_in_process(values, annotate=annotate)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            return {"type": "exit", "code": int(code)}
-        except UsageError as exc:
-            return {"type": "usage", "message": str(exc)}
-        except KeyboardInterrupt:
-            return None  # the client went away: nobody to answer
-        except BrokenPipeError:
-            return {"type": "exit", "code": 0}  # as the command line does
-        except Exception:
-            return {"type": "error", "message": traceback.format_exc()}
-
-    def _remote_annotate(self, request: _Request) -> Annotate:
-        """The caller's annotate hook (ctxkernel's index), run by the client on the verdict."""
-
-        def annotate(doc: dict[str, Any]) -> list[dict[str, Any]]:
-            request.send({"type": "annotate", "doc": doc})
-            while True:
-                try:
-                    reply = request.replies.get(timeout=0.5)
-                except queue.Empty:
-                    continue
-                if reply is None:
-                    raise KeyboardInterrupt  # the client left while annotating
-                if reply.get("type") == "evidence":
-                    return [dict(e) for e in reply.get("entries") or [] if isinstance(e, dict)]
-
-        return annotate
-
-    def _watch(self, request: _Request) -> None:
-        """Read the client's side: its answers, and its going away (which cancels)."""
-        while True:
-            try:
-                doc = request.lines.next()
-            except ValueError:
-                doc = None
-            if doc is None:
-                request.gone = True
-                request.replies.put(None)
-                if request.running and not request.cancelled:
-                    request.cancelled = True
-                    signal.pthread_kill(self.main_ident, signal.SIGINT)
-                return
-            request.replies.put(doc)
-
-
-def _closed(conn: socket.socket) -> bool:
-    """Whether the client already hung up (EOF waiting), without taking its data."""
-    try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
-@contextlib.contextmanager
-def _applied(request: _Request) -> Iterator[None]:
-    """The request's cwd, environment, stdout and stderr for its length; this process's
-    own (and its ``sys.path``, warning filters and modules) restored after."""
-    doc = request.doc
-    tty = [*(doc.get("tty") or []), False, False]
-    saved_env = dict(os.environ)
-    saved_cwd = os.getcwd()
-    saved_path = list(sys.path)
-    saved_modules = set(sys.modules)
-    saved_streams = (sys.stdout, sys.stderr)
-    saved_filters = list(warnings.filters)
-    try:
-        os.chdir(str(doc.get("cwd") or saved_cwd))
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in (doc.get("env") or {}).items()})
-        sys.stdout = _Relay(request, 1, bool(tty[0]))
-        sys.stderr = _Relay(request, 2, bool(tty[1]))
-        yield
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        sys.stdout, sys.stderr = saved_streams
-        os.environ.clear()
-        os.environ.update(saved_env)
-        with contextlib.suppress(OSError):
-            os.chdir(saved_cwd)
-        sys.path[:] = saved_path
-        warnings.filters[:] = saved_filters  # type: ignore[index]
-        _drop_foreign_modules(saved_modules)
-
-
-def _drop_foreign_modules(before: set[str]) -> None:
-    """Forget the modules a request imported from outside the installed packages and the
-    harness (a problem file, its helpers): the next request imports its own."""
-    installed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    installed |= {os.path.realpath(harness_root() / n) for n in ("harness", "ctxkernel")}
-    roots = tuple(p.rstrip(os.sep) + os.sep for p in installed)
-    for name in [n for n in list(sys.modules) if n not in before]:
-        module = sys.modules.get(name)
-        where = getattr(module, "__file__", None)
-        if where and not os.path.realpath(where).startswith(roots):
-            sys.modules.pop(name, None)
-
-
-def idle_setting() -> float:
-    raw = os.environ.get(ENV_IDLE, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_IDLE_S
-    except ValueError:
-        return DEFAULT_IDLE_S
-    return value if value > 0 else DEFAULT_IDLE_S
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.checkserver serve --socket PATH --fingerprint FP`` (started by
-    the client); ``status [--json]`` and ``stop`` as ``ctxkernel check-server``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m harness.checkserver")
-    sub = parser.add_subparsers(dest="op", required=True)
-    serve = sub.add_parser("serve")
-    serve.add_argument("--socket", type=Path, required=True)
-    serve.add_argument("--fingerprint", required=True)
-    status = sub.add_parser("status")
-    status.add_argument("--json", action="store_true")
-    sub.add_parser("stop")
-    args = parser.parse_args(argv)
-    if args.op == "serve":
-        try:
-            secure_dir(args.socket.parent, create=False)
-            server = CheckServer(args.socket, args.fingerprint, idle_setting())
-        except (UnsafeDir, OSError) as exc:
-            print(f"check server: cannot serve at {args.socket}: {exc}", file=sys.stderr)
-            return 2
-        return server.run()
-    if args.op == "status":
-        return print_status(args.json)
-    return print_stop(False)
-
-
 def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
     found = servers()
     if as_json:
@@ -1041,21 +594,23 @@ def print_stop(as_json: bool, echo: Callable[[str], None] = print) -> int:
 __all__ = [
     "ENV_IDLE",
     "ENV_SWITCH",
-    "CheckServer",
+    "MAX_FRAME",
+    "MAX_REQUEST",
+    "PROTOCOL",
+    "Annotate",
+    "Frames",
     "UnsafeDir",
     "check_through_server",
     "code_digest",
+    "decode_values",
     "enabled",
+    "encode_values",
     "fingerprint",
     "peer_refused",
     "secure_dir",
+    "send_frame",
     "servers",
+    "socket_address",
     "socket_dir",
     "stop_servers",
 ]
-
-if __name__ == "__main__":
-    # run as the canonical module, not a second copy named __main__
-    from harness.checkserver import main as _main
-
-    sys.exit(_main())

@@ -336,6 +336,15 @@ def check_server_group() -> Any:
         """List this user's check servers: pid, uptime, checks served, idle time."""
         return checkserver.print_status(as_json, echo=click.echo)
 
+    @group.command("serve", hidden=True)
+    @click.option("--socket", "path", type=click.Path(path_type=Path), required=True)
+    @click.option("--fingerprint", required=True)
+    def serve(path: Path, fingerprint: str) -> int:
+        """Serve checks at SOCKET (started by a check's client, detached)."""
+        from . import checkdaemon
+
+        return checkdaemon.serve(path, fingerprint, lambda v, a: check_in_process(v, annotate=a))
+
     @group.command("stop")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines (type 'stopped').")
     def stop(as_json: bool) -> int:
