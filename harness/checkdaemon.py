@@ -174,6 +174,8 @@ class CheckServer:
                         self._serve(request)
                     except KeyboardInterrupt:
                         pass  # a cancel that arrived as the check ended
+                    except Exception:  # the request's own setting (its cwd) failed
+                        self._log(f"a request failed: {traceback.format_exc(limit=3)}")
                     self.last = time.monotonic()
                 if time.monotonic() >= next_look:
                     next_look = time.monotonic() + 2.0
@@ -410,8 +412,8 @@ def _closed(conn: socket.socket) -> bool:
 
 @contextlib.contextmanager
 def _applied(request: _Request) -> Iterator[None]:
-    """The request's cwd, environment, stdout and stderr for its length; this process's
-    own (and its ``sys.path``, warning filters and modules) restored after."""
+    """The request's cwd, environment, umask, stdout and stderr for its length; this
+    process's own (and its ``sys.path``, warning filters and modules) restored after."""
     doc = request.doc
     tty = [*(doc.get("tty") or []), False, False]
     saved_env = dict(os.environ)
@@ -420,6 +422,10 @@ def _applied(request: _Request) -> Iterator[None]:
     saved_modules = set(sys.modules)
     saved_streams = (sys.stdout, sys.stderr)
     saved_filters = list(warnings.filters)
+    umask = doc.get("umask")
+    saved_umask = os.umask(int(umask)) if isinstance(umask, int) else None
+    # a warning shown once to an earlier request is shown again, as in a fresh process
+    getattr(warnings, "_filters_mutated", lambda: None)()
     try:
         os.chdir(str(doc.get("cwd") or saved_cwd))
         os.environ.clear()
@@ -438,6 +444,9 @@ def _applied(request: _Request) -> Iterator[None]:
             os.chdir(saved_cwd)
         sys.path[:] = saved_path
         warnings.filters[:] = saved_filters  # type: ignore[index]
+        getattr(warnings, "_filters_mutated", lambda: None)()
+        if saved_umask is not None:
+            os.umask(saved_umask)
         _drop_foreign_modules(saved_modules)
 
 

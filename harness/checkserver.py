@@ -403,6 +403,7 @@ def check_through_server(values: dict[str, Any], annotate: Annotate | None = Non
             "values": encode_values(values),
             "cwd": os.getcwd(),
             "env": dict(os.environ),
+            "umask": _umask(),
             "annotate": annotate is not None,
             "tty": [_isatty(sys.stdout), _isatty(sys.stderr)],
         }
@@ -436,6 +437,12 @@ def check_through_server(values: dict[str, Any], annotate: Annotate | None = Non
         finally:
             conn.close()
     return None
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _isatty(stream: Any) -> bool:

@@ -10,6 +10,7 @@ started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -326,6 +327,21 @@ def test_a_peer_of_another_uid_is_refused() -> None:
         assert checkserver.peer_refused(ours) is None
         refused = checkserver.peer_refused(ours, uid=os.getuid() + 1)
         assert refused == f"uid {os.getuid()} may not use uid {os.getuid() + 1}'s check server"
+
+
+def test_an_oversized_or_garbled_request_is_refused_and_the_server_goes_on(
+    served: dict[str, str],
+) -> None:
+    server = only_server(served)
+    for payload in (b"x" * (checkserver.MAX_REQUEST + 10), b"{not json\n", b"[1, 2]\n"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(30)
+            conn.connect(server["socket"])
+            with contextlib.suppress(OSError):  # it may hang up before all is sent
+                conn.sendall(payload)
+            answer = json.loads(conn.makefile("rb").readline())
+        assert answer["type"] == "refused", answer
+    assert only_server(served)["pid"] == server["pid"]
 
 
 def _ask_as(uid: int, sock: Path) -> str:
