@@ -397,6 +397,23 @@ def test_the_suite_checks_in_process_unless_a_test_asks() -> None:
     assert checkserver.enabled({"CTXKERNEL_CHECK_SERVER": "1", "CTXKERNEL_WARM": "0"}) is False
 
 
+def test_ctxkernel_has_the_check_server_group(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ctxkernel.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check-server", "status", "--json"])
+    assert exit_info.value.code == 0
+    (doc,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert doc == {
+        "type": "summary",
+        "running": 0,
+        "dir": str(isolated_home / "cache" / "check-server"),
+    }
+    assert not (isolated_home / "cache" / "check-server").exists()  # status makes nothing
+
+
 def test_options_travel_with_their_paths_and_tuples() -> None:
     values = {"problem": Path("p"), "candidates": (Path("c.py"),), "shapes": ("n=1",), "jobs": None}
     sent = json.loads(json.dumps(checkserver.encode_values(values)))
