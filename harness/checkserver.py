@@ -537,16 +537,16 @@ def stop_servers(timeout_s: float = 10.0) -> list[dict[str, Any]]:
         pid = int(doc["pid"])
         ask(Path(doc["socket"]), {"type": "stop"})
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and process_running(pid):
             time.sleep(0.05)
-        if _alive(pid):
+        if process_running(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
         stopped.append({**doc, "stopped": True})
     return stopped
 
 
-def _alive(pid: int) -> bool:
+def process_running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -614,6 +614,7 @@ __all__ = [
     "encode_values",
     "fingerprint",
     "peer_refused",
+    "process_running",
     "secure_dir",
     "send_frame",
     "servers",

@@ -94,7 +94,7 @@ def only_server(env: dict[str, str]) -> dict[str, Any]:
 def gone(pid: int, within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        if not checkserver._alive(pid):
+        if not checkserver.process_running(pid):
             return True
         time.sleep(0.1)
     return False
