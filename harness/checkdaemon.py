@@ -58,6 +58,7 @@ from .errors import UsageError
 from .workerenv import harness_root
 
 DEFAULT_IDLE_S = 600.0
+LOOK_S = 5.0  # how often an idle server looks at its code and its socket (~177 stats)
 # the check: a click callback's values and the annotate hook -> the exit code
 RunCheck = Callable[[dict[str, Any], Annotate | None], int]
 
@@ -160,7 +161,7 @@ class CheckServer:
         try:
             # no warm-up imports here: the first check starts its worker template first
             # (``prestart``) and imports torch while it starts, as an in-process check does
-            next_look = time.monotonic() + 2.0
+            next_look = time.monotonic() + LOOK_S
             while not self.stopping.is_set():
                 try:
                     request = self.waiting.get(timeout=0.5)
@@ -178,7 +179,7 @@ class CheckServer:
                         self._log(f"a request failed: {traceback.format_exc(limit=3)}")
                     self.last = time.monotonic()
                 if time.monotonic() >= next_look:
-                    next_look = time.monotonic() + 2.0
+                    next_look = time.monotonic() + LOOK_S
                     why = self._should_go()
                     if why:
                         reason = why

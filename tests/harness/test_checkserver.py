@@ -329,7 +329,7 @@ def test_a_peer_of_another_uid_is_refused() -> None:
         assert refused == f"uid {os.getuid()} may not use uid {os.getuid() + 1}'s check server"
 
 
-def test_an_oversized_or_garbled_request_is_refused_and_the_server_goes_on(
+def test_an_oversized_garbled_or_stale_request_is_refused_and_the_server_goes_on(
     served: dict[str, str],
 ) -> None:
     server = only_server(served)
@@ -341,7 +341,17 @@ def test_an_oversized_or_garbled_request_is_refused_and_the_server_goes_on(
                 conn.sendall(payload)
             answer = json.loads(conn.makefile("rb").readline())
         assert answer["type"] == "refused", answer
-    assert only_server(served)["pid"] == server["pid"]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:  # not its fingerprint
+        conn.settimeout(30)
+        conn.connect(server["socket"])
+        other = {"type": "check", "protocol": checkserver.PROTOCOL, "fingerprint": "0" * 24}
+        conn.sendall(json.dumps({**other, "values": {}, "env": {}}).encode() + b"\n")
+        assert json.loads(conn.makefile("rb").readline()) == {
+            "type": "stale",
+            "pid": server["pid"],
+        }
+    after = only_server(served)
+    assert after["pid"] == server["pid"] and after["requests"] == server["requests"]
 
 
 def _ask_as(uid: int, sock: Path) -> str:
