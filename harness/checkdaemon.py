@@ -474,13 +474,13 @@ def idle_setting() -> float:
 
 
 def serve(path: Path, fp: str, run_check: RunCheck) -> int:
-    """Serve at ``path`` until idle, stopped, stale or terminated; 2 when it cannot."""
+    """Serve at ``path`` until idle, stopped, stale or terminated. Raises ``UsageError``
+    when it cannot serve there (a folder others may open, a path it cannot bind)."""
     try:
         secure_dir(path.parent, create=False)
         server = CheckServer(path, fp, idle_setting(), run_check)
     except (UnsafeDir, OSError) as exc:
-        print(f"check server: cannot serve at {path}: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(f"cannot serve at {path}: {exc}") from None
     return server.run()
 
 

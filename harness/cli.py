@@ -343,7 +343,12 @@ def check_server_group() -> Any:
         """Serve checks at SOCKET (started by a check's client, detached)."""
         from . import checkdaemon
 
-        return checkdaemon.serve(path, fingerprint, lambda v, a: check_in_process(v, annotate=a))
+        try:
+            return checkdaemon.serve(
+                path, fingerprint, lambda v, a: check_in_process(v, annotate=a)
+            )
+        except UsageError as exc:  # one line under either command line
+            raise click.ClickException(str(exc)) from None
 
     @group.command("stop")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines (type 'stopped').")
