@@ -5,12 +5,16 @@ in one process and interleaved round by round (so a busy machine slows every sub
 
 ``oneshot``   ``python -c "import torch, triton"`` (the floor), ``ctxkernel check`` (as
               ``python -m harness check``, which a bare GPU machine can run) of the
-              vector add example (warm worker template, the default), the same with
-              ``--cold`` (every worker a fresh interpreter), and the baseline tree's
+              vector add example in-process (``--no-server``: warm worker template, the
+              default before the check server), the same with ``--cold`` (every worker a
+              fresh interpreter), through the check server (``harness/checkserver.py``):
+              ``server_first`` the first call (the servers stopped before it: it starts
+              one) and ``server`` the second call (served warm), and the baseline tree's
               ``ctxkernel check`` (``--baseline``: an export of another commit, e.g. main at
-              8021ae1, run with the same interpreter). Per check: wall, compile (import +
-              first call, from the verdict), overhead = wall - compile - run, how the
-              workers started.
+              8021ae1, run with the same interpreter, as it runs by default). Per check:
+              wall, compile (import + first call, from the verdict), overhead = wall -
+              compile - run, how the workers started; the server rows' CPU time includes
+              the server's and its templates' (read from ``/proc``).
 ``longlived`` a parent that stays up: one untimed check (the template starts), then
               ``--repeat`` timed checks through ``harness.check`` in the same process.
 ``bench``     (cuda) the same one-shot check with ``--bench``, ours and the baseline's.
@@ -30,6 +34,7 @@ is put first on ``PYTHONPATH``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -176,12 +181,44 @@ def _check_cmd(device: str, extra: list[str]) -> list[str]:
     return [*cmd, "--device", device, *extra]
 
 
+def _servers(tree: Path, op: str = "status") -> list[dict[str, Any]]:
+    """This tree's check servers (``check-server status --json``), or stop them."""
+    cmd = [sys.executable, "-m", "harness", "check-server", op, "--json"]
+    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True)
+    docs = []
+    for line in proc.stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            docs.append(json.loads(line))
+    return [d for d in docs if d.get("type") == "check_server" and d.get("alive")]
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds of a process and its reaped children (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _server_cpu(tree: Path) -> float:
+    """CPU seconds so far of the check servers and their worker templates (whose forked
+    workers they reap once a second)."""
+    total = 0.0
+    for doc in _servers(tree):
+        total += _proc_cpu(int(doc["pid"]))
+        total += sum(_proc_cpu(int(t["pid"])) for t in doc.get("templates") or [])
+    return total
+
+
 def oneshot(
     device: str, rounds: int, baseline: Path | None, extra: list[str], cold: bool = True
 ) -> dict[str, Any]:
     subjects: dict[str, list[dict[str, Any]]] = {"import": [], "check": []}
     if cold:
         subjects["check_cold"] = []
+    subjects["server_first"] = []
+    subjects["server"] = []
     if baseline is not None:
         subjects["baseline_check"] = []
     for _ in range(rounds):
@@ -189,14 +226,25 @@ def oneshot(
             wall, _, _ = _run([sys.executable, "-c", "import torch, triton"], REPO)
             subjects["import"].append({"wall_s": round(wall, 3), "cpu_s": round(CPU[0], 3)})
         for name, tree, flags in (
-            ("check", REPO, extra),
-            ("check_cold", REPO, [*extra, "--cold"]),
+            ("check", REPO, [*extra, "--no-server"]),
+            ("check_cold", REPO, [*extra, "--cold", "--no-server"]),
+            ("server_first", REPO, extra),
+            ("server", REPO, extra),
             ("baseline_check", baseline, extra),
         ):
             if name not in subjects or tree is None:
                 continue
+            if name == "server_first":
+                _servers(REPO, "stop")
+            served = name.startswith("server")
+            before = _server_cpu(REPO) if served else 0.0
             wall, out, _ = _run(_check_cmd(device, flags), tree)
-            subjects[name].append({**_phases(_verdict_json(out), wall), "cpu_s": round(CPU[0], 3)})
+            cpu = CPU[0]
+            if served:
+                time.sleep(1.2)  # the template reaps its forks once a second
+                cpu += _server_cpu(REPO) - before
+            subjects[name].append({**_phases(_verdict_json(out), wall), "cpu_s": round(cpu, 3)})
+    _servers(REPO, "stop")
     if extra:
         subjects.pop("import")
     return {name: _summary(rows) for name, rows in subjects.items()}
@@ -298,11 +346,17 @@ def table(doc: dict[str, Any]) -> str:
     one = doc.get("oneshot") or {}
     floor = (one.get("import") or {}).get("median_wall_s")
     check = (one.get("check") or {}).get("median_wall_s")
+    served = (one.get("server") or {}).get("median_wall_s")
     if floor and check:
         lines += [
             "",
             f"check / `import torch, triton`, wall: {check / floor:.2f}x (acceptance <= 1.5x).",
         ]
+    if floor and served:
+        lines.append(
+            f"check through the check server (second call) / `import torch, triton`, wall: "
+            f"{served / floor:.2f}x."
+        )
     floor_cpu = (one.get("import") or {}).get("median_cpu_s")
     check_cpu = (one.get("check") or {}).get("median_cpu_s")
     if floor_cpu and check_cpu:

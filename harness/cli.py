@@ -8,7 +8,10 @@ prints one JSON document (``type: "verdict"``); ``--feedback`` prints the LLM fe
 Exit 0 when every rung passed, 1 when the verdict is a failure, 2 on a usage error.
 Several candidates (or ``--runner``/``--jobs``/``--resume``) go to
 ``harness.runners.batchcli.execute_batch``: checked concurrently, one line (or JSON
-document) each, then a summary.
+document) each, then a summary. One local check goes, by default, through this user's
+check server (``harness/checkserver.py``: a warm parent kept between one-shot calls;
+``--no-server`` or ``CTXKERNEL_CHECK_SERVER=0`` check here); ``check-server status|stop``
+lists and ends those servers.
 """
 
 from __future__ import annotations
@@ -111,6 +114,18 @@ class CheckCommand:
             help="Resume a batch (its id or manifest path); finished candidates are not re-checked.",
         ),
     )
+    # -- one local check: the check server (harness/checkserver.py) --
+    server: bool = field(
+        default=True,
+        metadata=option(
+            "--no-server",
+            is_flag=True,
+            flag_value=False,
+            help="Check in this process. By default one local check runs in a per-user "
+            "background check server that keeps torch and a worker template warm between "
+            "calls (env CTXKERNEL_CHECK_SERVER=0 turns it off; `check-server status|stop`).",
+        ),
+    )
 
 
 def check_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,14 +150,59 @@ def check_from_cli(
     echo: Callable[[str], None] | None = None,
     annotate: Annotate | None = None,
 ) -> int:
-    """``check``'s click callback: the declared values back into the two option sets."""
+    """``check``'s click callback: the declared values back into the two option sets. One
+    local check printed to stdout goes through the check server when it may
+    (``server_may_serve``); otherwise, or when no server can be had, it runs here."""
+    command, options = _option_sets(values)
+    if echo is None and server_may_serve(command, options):
+        from . import checkserver
+
+        code = checkserver.check_through_server(values, annotate)
+        if code is not None:
+            return code
+    return _run_here(command, options, echo, annotate)
+
+
+def check_in_process(
+    values: dict[str, Any],
+    echo: Callable[[str], None] | None = None,
+    annotate: Annotate | None = None,
+) -> int:
+    """``check_from_cli`` without the check server (what the server itself runs)."""
+    command, options = _option_sets(values)
+    return _run_here(command, options, echo, annotate)
+
+
+def _option_sets(values: dict[str, Any]) -> tuple[CheckCommand, RunOptions]:
     command = CheckCommand(
         problem=values["problem"],
         candidates=list(values.get("candidates") or ()),
         **values_from_cli(CheckCommand, values),
     )
-    options = RunOptions(**values_from_cli(RunOptions, values))
-    if len(command.candidates) == 1 and not (command.runner or command.jobs or command.resume):
+    return command, RunOptions(**values_from_cli(RunOptions, values))
+
+
+def _single_local(command: CheckCommand) -> bool:
+    return len(command.candidates) == 1 and not (command.runner or command.jobs or command.resume)
+
+
+def server_may_serve(command: CheckCommand, options: RunOptions) -> bool:
+    """One local, warm check with the server allowed (``--no-server``,
+    ``CTXKERNEL_CHECK_SERVER=0``, ``CTXKERNEL_WARM=0`` and ``--cold`` keep it here)."""
+    from .checkserver import enabled
+
+    return (
+        command.server and options.warm and options.python is None and _single_local(command)
+    ) and enabled()
+
+
+def _run_here(
+    command: CheckCommand,
+    options: RunOptions,
+    echo: Callable[[str], None] | None,
+    annotate: Annotate | None,
+) -> int:
+    if _single_local(command):
         prestart(options, command.candidates[0])
     return execute_check(command, options, echo, annotate)
 
@@ -256,6 +316,49 @@ def execute_check(
     return 0 if verdict.ok else 1
 
 
+def check_server_group() -> Any:
+    """``check-server status|stop``: this user's check servers (``harness/checkserver.py``),
+    the same group under both command lines."""
+    import click
+
+    from . import checkserver
+
+    @click.group("check-server")
+    def group() -> None:
+        """The background check servers that serve one-shot `check` calls warm.
+
+        One per interpreter, code and environment; each exits after
+        CTXKERNEL_CHECK_SERVER_IDLE seconds without a check (default 600)."""
+
+    @group.command("status")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines (type 'check_server').")
+    def status(as_json: bool) -> int:
+        """List this user's check servers: pid, uptime, checks served, idle time."""
+        return checkserver.print_status(as_json, echo=click.echo)
+
+    @group.command("serve", hidden=True)
+    @click.option("--socket", "path", type=click.Path(path_type=Path), required=True)
+    @click.option("--fingerprint", required=True)
+    def serve(path: Path, fingerprint: str) -> int:
+        """Serve checks at SOCKET (started by a check's client, detached)."""
+        from . import checkdaemon
+
+        try:
+            return checkdaemon.serve(
+                path, fingerprint, lambda v, a: check_in_process(v, annotate=a)
+            )
+        except UsageError as exc:  # one line under either command line
+            raise click.ClickException(str(exc)) from None
+
+    @group.command("stop")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines (type 'stopped').")
+    def stop(as_json: bool) -> int:
+        """Stop every check server of this user (one busy for 10 s more gets SIGTERM)."""
+        return checkserver.print_stop(as_json, echo=click.echo)
+
+    return group
+
+
 def main(argv: list[str] | None = None) -> int:
     import click
 
@@ -271,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         Several candidates are checked concurrently (--runner, --jobs): one line each,
         then a summary; --resume BATCH picks up an interrupted batch."""
         return check_from_cli(kwargs)
+
+    group.add_command(check_server_group())
 
     try:
         rv = group.main(args=argv, prog_name="python -m harness", standalone_mode=False)

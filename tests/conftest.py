@@ -19,6 +19,9 @@ def pytest_configure(config: pytest.Config) -> None:
     sessions instead)."""
     os.environ["CTXKERNEL_STATIC_RECIPE"] = "tiny"
     os.environ["CTXKERNEL_EMBED"] = "static"  # subprocesses of session fixtures too
+    # no test (nor a session fixture's subprocess) starts a check server unless it asks:
+    # tests/harness/test_checkserver.py enables it with a short idle timeout and stops it
+    os.environ["CTXKERNEL_CHECK_SERVER"] = "0"
     kept = os.environ.get("CTXKERNEL_TEST_EMBEDDERS_DIR")
     if kept:
         os.environ["CTXKERNEL_EMBEDDERS_DIR"] = kept
@@ -54,6 +57,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedders_dir
     monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("CTXKERNEL_CHROMA_URL", raising=False)
+    monkeypatch.setenv("CTXKERNEL_CHECK_SERVER", "0")  # checks run in-process by default
     # tests index with the static embedder's tiny recipe (seconds), whatever the default;
     # the default itself is what tests/retrieval/test_embed.py checks with this unset
     monkeypatch.setenv("CTXKERNEL_EMBED", "static")

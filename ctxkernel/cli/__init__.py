@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "show": "retrieval:show_cmd",
     "related": "retrieval:related_cmd",
     "check": "check:check_cmd",
+    "check-server": "check:check_server_cmd",
     "eval": "evaluate:eval_cmd",
     "docs": "docs:docs_cmd",
     "tools": "tools:tools_group",

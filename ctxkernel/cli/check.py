@@ -2,7 +2,10 @@
 
 A thin wrapper: the options (declared once, in ``harness.cli.CheckCommand`` and
 ``harness.options.RunOptions``) and the work live in ``harness.cli``; harness usage errors
-become ``UserError`` (one line, exit 2).
+become ``UserError`` (one line, exit 2). Through the check server (``harness/checkserver.py``)
+the server runs the harness only: the evidence hook below runs here, in the client, on
+the verdict the server hands back before it prints, so the output is the same either way.
+``ctxkernel check-server status|stop`` is ``harness.cli.check_server_group``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 import click
 
-from harness.cli import check_from_cli, check_options
+from harness.cli import check_from_cli, check_options, check_server_group
 from harness.errors import UsageError
 
 from ..errors import UserError
@@ -29,6 +32,9 @@ def check_cmd(**kwargs: Any) -> int:
     Exit 0 when every rung (of every candidate) passed, 1 when a verdict is a failure, 2
     on a usage error. With an index holding the PTX manual, the dumps rung's findings
     (an MMA without WGMMA on sm_90, ...) come with the ids of a section and an example.
+
+    One local check runs in a background check server that keeps torch and a worker
+    template warm between calls (--no-server or CTXKERNEL_CHECK_SERVER=0: in this process).
     """
     try:
         return check_from_cli(kwargs, annotate=_evidence)
@@ -47,3 +53,6 @@ def _evidence(doc: dict[str, Any]) -> list[dict[str, Any]]:
         return Workspace().store
 
     return [{**e.to_json(), "line": e.line()} for e in evidence.for_verdict_quietly(store, doc)]
+
+
+check_server_cmd = check_server_group()

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("CTXKERNEL_FUZZ_EXAMPLES", "15"))
 # mcp serves stdio or HTTP until stopped; embedder build distils a model (minutes for the
 # default recipe, each time with --force): see the subprocess cases
-IN_PROCESS_SKIP = {("mcp",), ("embedder", "build")}
+IN_PROCESS_SKIP = {("mcp",), ("embedder", "build"), ("check-server", "serve")}  # serve: blocks
 
 FUZZ = settings(
     max_examples=EXAMPLES,

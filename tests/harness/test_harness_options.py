@@ -64,7 +64,7 @@ def test_flags_read_back_into_run_options() -> None:
     )  # fmt: skip
     assert values_from_cli(CheckCommand, values) == {
         "as_json": False, "feedback": False, "shapes": (), "runner": None, "jobs": None,
-        "resume": None,
+        "resume": None, "server": True,
     }  # fmt: skip
     assert cli_names(RunOptions) >= {"seeds", "timeout", "no_record", "graph", "dump"}
 
