@@ -494,6 +494,10 @@ def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -
             return "kept"
         if info.get("artifact") != ARTIFACT_VERSION:
             return ""
+        if _inert(cache, db, info, changed):  # had no part in any link and have none now
+            db.execute("UPDATE info SET value=? WHERE key='generation'", (generation,))
+            db.commit()
+            return "kept"
         old = _read_state(db, info)
         scope = set(changed)
         for _ in range(_MAX_ROUNDS):
@@ -545,15 +549,8 @@ def _remake(
     """The links of the files in ``scope`` made again against the rest of the table, and
     the files whose links the result would move (``scope`` itself when none outside);
     None when only a whole build can tell (a Gluon intrinsic's definition changed)."""
-    marks = ",".join("?" * len(scope))
     cdb = cache.db()
-    rows: list[tuple[Any, ...]] = []
-    for table_name in ("chunks", "link_chunks"):
-        if scope:
-            rows += cdb.execute(
-                f"SELECT {_ROW_COLUMNS} FROM {table_name} WHERE path IN ({marks}) ORDER BY row",
-                sorted(scope),
-            ).fetchall()
+    rows = _rows_of(cache, scope)
     corpus = cache.corpus
     own, implemented, present, intrinsic_paths = _own(rows, corpus)
     if present or intrinsic_paths or scope & old.intrinsic_paths:
@@ -598,6 +595,44 @@ def _remake(
                 db, f"SELECT path FROM calls WHERE pass={stage} AND python=? AND name=?", name
             )
     return made, needed
+
+
+def _inert(
+    cache: CorpusCache, db: sqlite3.Connection, info: dict[str, str], changed: set[str]
+) -> bool:
+    """The shortcut for most changes (half of cutlass's files make no link): no row of
+    the table comes from these files, and their chunks now emit or wrap nothing and
+    spell no linked name (of either pass) and no Gluon intrinsic's call -- what
+    ``_remake`` would find, without reading the whole state."""
+    marks = ",".join("?" * len(changed))
+    if not changed or any(
+        db.execute(f"SELECT 1 FROM {t} WHERE path IN ({marks}) LIMIT 1", sorted(changed)).fetchone()
+        for t in ("links", "names", "calls")
+    ):
+        return False
+    rows = _rows_of(cache, changed)
+    if _own(rows, cache.corpus)[0]:
+        return False
+    if _intrinsic_calls(rows, cache.corpus, set(json.loads(info["present"]))):
+        return False
+    names = {str(n) for (n,) in db.execute("SELECT DISTINCT name FROM names")}
+    code = (r for r in rows if (r[7] or "") in _CODE or (r[7] or "") == "notebook")
+    return all(names.isdisjoint(_TOKEN_RE.findall(r[9] or "")) for r in code)
+
+
+def _rows_of(cache: CorpusCache, paths: set[str]) -> list[tuple[Any, ...]]:
+    """The chunk rows (searched, then link-only) of these files, in row order."""
+    if not paths:
+        return []
+    marks = ",".join("?" * len(paths))
+    cdb = cache.db()
+    rows: list[tuple[Any, ...]] = []
+    for table_name in ("chunks", "link_chunks"):
+        rows += cdb.execute(
+            f"SELECT {_ROW_COLUMNS} FROM {table_name} WHERE path IN ({marks}) ORDER BY row",
+            sorted(paths),
+        ).fetchall()
+    return rows
 
 
 def _paths_with(db: sqlite3.Connection, query: str, name: Name) -> set[str]:

@@ -155,9 +155,11 @@ async def _serve_stdio(app: ToolServer, warm: bool) -> None:
 
     log.info("serving over stdio")
     # fd 1 points at stderr while serving: nothing the model loading prints reaches the wire
+    pending = _Pending()
     with _claimed_stdin() as stdin, _claimed_stdout() as stdout:
+        lines, out = _ValidTextLines(stdin, pending), _CountedWriter(stdout, pending)
         async with (
-            stdio_server(stdin=cast(Any, _ValidTextLines(stdin)), stdout=cast(Any, stdout)) as (
+            stdio_server(stdin=cast(Any, lines), stdout=cast(Any, out)) as (
                 read_stream,
                 write_stream,
             ),
@@ -299,14 +301,76 @@ _LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 class _ValidTextLines:
     """The stdin lines with lone surrogates (``"\\ud800"`` escapes, valid JSON syntax but
     not Unicode) replaced by U+FFFD, as undecodable bytes already are: the SDK would drop
-    such a request without a reply."""
+    such a request without a reply. At the end of stdin it waits (``_Pending``) for the
+    requests it passed on to be answered before the session ends."""
 
-    def __init__(self, lines: Any) -> None:
+    def __init__(self, lines: Any, pending: _Pending | None = None) -> None:
         self.lines = lines
+        self.pending = pending
 
     async def __aiter__(self) -> AsyncIterator[str]:
         async for line in self.lines:
-            yield _valid_text(line) if _LONE_ESCAPE.search(line) else line
+            line = _valid_text(line) if _LONE_ESCAPE.search(line) else line
+            if self.pending is not None:
+                self.pending.asked(line)
+            yield line
+        if self.pending is not None:
+            await self.pending.answered()
+
+
+# a response's id, as the SDK writes it (``{"jsonrpc":"2.0","id":7,"result":...}``)
+_RESPONSE_ID = re.compile(r'^\{"jsonrpc":\s*"2\.0",\s*"id":\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+END_WAIT_S = 120.0  # how long the end of stdin waits for answers to the requests before it
+
+
+class _Pending:
+    """The requests read and not answered yet. A client that writes its requests and then
+    closes stdin (``cat requests.jsonl | ctxkernel mcp``, a replayed session) gets every
+    answer: without this, the end of stdin ended the session while the SDK was still
+    answering the last requests, and their answers were lost."""
+
+    def __init__(self) -> None:
+        self.open: set[str] = set()
+        self.event: Any = None
+
+    def asked(self, line: str) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(message, dict) and "method" in message and message.get("id") is not None:
+            self.open.add(json.dumps(message["id"], separators=(",", ":")))
+
+    def wrote(self, text: str) -> None:
+        match = _RESPONSE_ID.match(text)
+        if match is not None:
+            self.open.discard(match.group(1))
+            if not self.open and self.event is not None:
+                self.event.set()
+
+    async def answered(self) -> None:
+        import anyio
+
+        if not self.open:
+            return
+        self.event = anyio.Event()
+        with anyio.move_on_after(END_WAIT_S):
+            await self.event.wait()
+
+
+class _CountedWriter:
+    """The wire's stdout, telling ``_Pending`` which responses went out."""
+
+    def __init__(self, stream: Any, pending: _Pending) -> None:
+        self.stream = stream
+        self.pending = pending
+
+    async def write(self, text: str) -> None:
+        await self.stream.write(text)
+        self.pending.wrote(text)
+
+    async def flush(self) -> None:
+        await self.stream.flush()
 
 
 def _valid_text(line: str) -> str:

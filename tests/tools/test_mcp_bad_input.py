@@ -148,3 +148,30 @@ def test_mcp_over_files_not_pipes(demo_index: DemoIndex, tmp_path: Path) -> None
     replies = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
     assert [r.get("id") for r in replies] == [0, 1]
     assert "search" in {t["name"] for t in replies[1]["result"]["tools"]}
+
+
+def test_requests_written_then_stdin_closed_are_all_answered(
+    demo_index: DemoIndex, tmp_path: Path
+) -> None:
+    """`cat requests.jsonl | ctxkernel mcp`: the client writes its requests and closes the
+    pipe at once; the end of stdin ends the session only after the last request's answer
+    went out (it used to end it while the SDK was still answering: a lost reply)."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipe-test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": "last", "method": "tools/call",
+         "params": {"name": "search", "arguments": {"query": "swizzle", "k": 2}}},
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "mcp", "--no-warm", "--index-dir",
+         str(demo_index.index_dir)],
+        input="".join(json.dumps(x) + "\n" for x in lines).encode(),
+        capture_output=True, env=subprocess_env(demo_index.env), cwd=str(ROOT), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    replies = [json.loads(x) for x in done.stdout.decode().splitlines() if x.strip()]
+    assert [r.get("id") for r in replies] == [0, 1, "last"]
+    assert "result" in replies[2] and replies[2]["result"]["content"]
