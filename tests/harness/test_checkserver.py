@@ -65,10 +65,18 @@ def check(
 
 
 def client(env: dict[str, str], *args: str | Path) -> subprocess.Popen[str]:
+    """A client as a terminal starts one: SIGINT at its default even when this run's own is
+    ignored (a suite started in the background of a non-interactive shell inherits SIG_IGN,
+    and Python then never raises KeyboardInterrupt)."""
     cmd = [sys.executable, "-m", "harness", "check", *map(str, args)]
     return subprocess.Popen(
-        cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def status(env: dict[str, str]) -> list[dict[str, Any]]:
