@@ -477,6 +477,7 @@ def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> str:
 # again instead: a wrapper header's names reach a few hundred callers at most
 _MAX_SCOPE = 400
 _MAX_ROUNDS = 6
+_MAX_SPELLED = 40  # new names a change may bring before the table is built again instead
 
 
 def _apply(cache: CorpusCache, path: Path, changed: set[str], generation: str) -> str:
@@ -580,20 +581,16 @@ def _remake(
         first,
         second,
     )
-    needed = set(scope)
-    for name in moved | moved_helpers:
-        needed |= _paths_with(db, "SELECT path FROM names WHERE python=? AND name=?", name)
-        needed |= _paths_with(db, "SELECT path FROM calls WHERE python=? AND name=?", name)
-        needed |= _defining(cdb, name)
+    spelled = [n for n in moved - set(old.implementers)] + [
+        n for n in moved_helpers - set(old.helpers)
+    ]
+    if len(spelled) > _MAX_SPELLED:
+        return None  # many new names: finding who spells each is a whole build's reading
+    needed = set(scope) | _reached(db, cdb, moved | moved_helpers, {1: crossed, 2: crossed2})
     for name in moved - set(old.implementers):  # new names: whoever spells them
         needed |= _spelling(cdb, name[1], examples=False)
     for name in moved_helpers - set(old.helpers):
         needed |= _spelling(cdb, name[1], examples=True)
-    for stage, names in ((1, crossed), (2, crossed2)):
-        for name in names:
-            needed |= _paths_with(
-                db, f"SELECT path FROM calls WHERE pass={stage} AND python=? AND name=?", name
-            )
     return made, needed
 
 
@@ -635,22 +632,33 @@ def _rows_of(cache: CorpusCache, paths: set[str]) -> list[tuple[Any, ...]]:
     return rows
 
 
-def _paths_with(db: sqlite3.Connection, query: str, name: Name) -> set[str]:
-    return {p for (p,) in db.execute(query, (int(name[0]), name[1]))}
-
-
-def _defining(cdb: sqlite3.Connection, name: Name) -> set[str]:
-    """The files with a chunk that defines ``name`` (whether it is a helper depends on
-    whether it is an implementer)."""
+def _reached(
+    db: sqlite3.Connection,
+    cdb: sqlite3.Connection,
+    moved: set[Name],
+    crossed: dict[int, set[Name]],
+) -> set[str]:
+    """The files whose links the moved names reach: those with an entry for one or a call
+    of one, those whose chunks define one (whether a definition is a helper depends on
+    whether the name is an implementer), and the callers of a name that crossed the cap.
+    One pass over each table, however many names moved (a header of a thousand atoms
+    removed moves a thousand)."""
     out: set[str] = set()
-    for table_name in ("chunks", "link_chunks"):
-        out |= {
-            p
-            for (p,) in cdb.execute(
-                f"SELECT path FROM {table_name} WHERE instr(' ' || defines || ' ', ?) > 0",
-                (f" {name[1]} ",),
-            )
-        }
+    if not moved and not any(crossed.values()):
+        return out
+    for python, name, path in db.execute("SELECT python, name, path FROM names"):
+        if (bool(python), name) in moved:
+            out.add(path)
+    for stage, python, name, path in db.execute("SELECT pass, python, name, path FROM calls"):
+        key = (bool(python), name)
+        if key in moved or key in crossed.get(stage, ()):
+            out.add(path)
+    words = {n for _, n in moved}
+    if words:
+        for table_name in ("chunks", "link_chunks"):
+            for path, defines in cdb.execute(f"SELECT path, defines FROM {table_name}"):
+                if defines and not words.isdisjoint(defines.split()):
+                    out.add(path)
     return out
 
 
