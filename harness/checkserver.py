@@ -453,11 +453,16 @@ def _isatty(stream: Any) -> bool:
 
 
 def _converse(conn: socket.socket, payload: bytes, annotate: Annotate | None, log: Path) -> int:
+    lines = Frames(conn, MAX_FRAME)
     try:
         conn.sendall(payload)
     except OSError as exc:
+        # a server that refuses the peer answers and closes before reading: its reason
+        # is in our receive buffer, and says more than the broken pipe
+        said = _last_word(lines)
+        if said is not None and said.get("type") == "refused":
+            raise _Gone(f"check server: refused ({said.get('message')})") from None
         raise _Gone(f"check server: sending the check failed ({exc.strerror})") from None
-    lines = Frames(conn, MAX_FRAME)
     server = "the check server"
     relayed = False
     while True:
@@ -495,6 +500,14 @@ def _converse(conn: socket.socket, payload: bytes, annotate: Annotate | None, lo
             raise _Stale()
         elif kind == "refused":
             raise _Gone(f"check server: refused ({doc.get('message')})")
+
+
+def _last_word(lines: Frames) -> dict[str, Any] | None:
+    """The frame a server sent before it closed, if any (never raises)."""
+    try:
+        return lines.next()
+    except (ValueError, OSError):
+        return None
 
 
 def ask(path: Path, doc: dict[str, Any], timeout_s: float = 5.0) -> dict[str, Any] | None:
