@@ -562,10 +562,12 @@ class Worker:
         state after the wait."""
         if self.device == "cuda":
             torch.cuda.synchronize()
-        settle(self.settle_s if self.async_pending() else 0.0)
+        waited = self.settle_s if self.async_pending() else 0.0
+        settle(waited)
         if self.device == "cuda":
             torch.cuda.synchronize()
         for record, result, leaves, before in pending:
+            record["settle_s"] = waited  # the wait for late changes (0: nothing could make one)
             record["changed_after_return"] = [
                 i
                 for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))

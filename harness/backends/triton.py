@@ -151,12 +151,14 @@ class TritonBackend(Backend):
     def warm_template(self) -> None:
         """The interpreter's first launch, once for every CPU worker the template forks
         (a template for CPU workers is started with their ``TRITON_INTERPRET=1``); for GPU
-        workers, the driver's C helpers built once (``_build_driver_seed``)."""
+        workers, the driver's C helpers built once (``_build_driver_seed``) and Triton's
+        own GPU-free lookups made once (``warm_lookups``)."""
         if os.environ.get("TRITON_INTERPRET") == "1":
             _warm_interpreter()
             _WARM[0] = True
         elif os.path.exists("/dev/nvidiactl"):
             _SEED.update(_build_driver_seed())
+            warm_lookups()
 
     def seed_worker(self) -> dict[str, int]:
         """Put the driver's C helpers the template built into this worker's own Triton
@@ -267,6 +269,50 @@ _WARM = [False]  # the interpreter's first launch already paid (in the worker te
 # the driver's C helpers as Triton's cache holds them: relative path -> bytes (template)
 _SEED: dict[str, bytes] = {}
 _SEED_TIMEOUT_S = 120.0
+
+
+NVIDIA_TOOLS = ("ptxas", "ptxas_blackwell", "cuobjdump", "nvdisasm")
+
+
+def warm_lookups() -> dict[str, float]:
+    """Triton's process-wide, memoised lookups that need no GPU and read only Triton's own
+    files, made once in the template so that no forked worker repeats them: the hash of
+    Triton's sources and its 100+ MB library (``triton_key``, part of every kernel's cache
+    key, so paid on a cache hit too: 0.45 s on a CPU VM) and each NVIDIA tool's version
+    (``ptxas --version`` and the like, a subprocess each). Triton's own warm-up pool hands
+    its workers ``triton_key`` the same way. Seconds per lookup; a missing one is skipped."""
+    import time
+
+    took: dict[str, float] = {}
+    key = None
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # 3.2+, older
+        try:
+            key = getattr(importlib.import_module(module), "triton_key", None)
+        except Exception:
+            key = None
+        if key is not None:
+            break
+    if key is not None:
+        t0 = time.perf_counter()
+        try:
+            key()
+            took["triton_key"] = round(time.perf_counter() - t0, 4)
+        except Exception:
+            pass
+    try:
+        from triton import knobs
+
+        nvidia = knobs.nvidia
+    except Exception:
+        return took
+    for tool in NVIDIA_TOOLS:
+        t0 = time.perf_counter()
+        try:
+            getattr(nvidia, tool)  # NvidiaTool.from_path: ``<tool> --version``, memoised
+            took[tool] = round(time.perf_counter() - t0, 4)
+        except Exception:
+            continue
+    return took
 
 
 def _build_driver_seed() -> dict[str, bytes]:

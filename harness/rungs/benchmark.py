@@ -1,6 +1,7 @@
 """The ``benchmark`` rung: how fast the candidate is, measured the way an expert would trust.
 
-Runs after the anti-cheat rung, in a fresh worker (``workers.aux("bench")``) and, for
+Runs after the anti-cheat rung, in a fresh worker (``workers.aux("bench")``, started ahead
+while the rungs before run) and, for
 speedups, a harness-only worker timing the reference (``workers.aux("reference")``;
 ``--compile-ref`` adds ``torch.compile`` of it). Result for the rungs after it: ``Timings``
 (per shape: the median, the speedup, the bytes moved). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
@@ -65,6 +66,12 @@ class BenchmarkRung:
     def enabled(self, ctx: LadderContext) -> bool:
         return bool(ctx.options.bench)
 
+    def ahead(self, ctx: LadderContext) -> None:
+        """Start the fresh benchmark worker while correctness and anti-cheat run (the ladder
+        calls this once the candidate compiles): its CUDA context is made meanwhile."""
+        if ctx.device == "cuda":
+            ctx.workers.open_ahead("bench")
+
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         if ctx.device != "cuda":
             return RungResult.skip(
@@ -87,7 +94,10 @@ class BenchmarkRung:
         compiled = (
             _LazySession(ctx, "reference_compiled", notes) if ctx.options.compile_ref else None
         )
-        ctx.ceilings.get()  # measured once per GPU/driver/clocks, before anything is timed
+        with _timed(
+            phase_s, "ceilings"
+        ):  # measured once per GPU/driver/clocks, before anything is timed
+            ctx.ceilings.get()
         l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
         results = []
         for index, shape in enumerate(ctx.inputs.bench_shapes()):

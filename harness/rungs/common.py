@@ -10,7 +10,8 @@ Rungs import these (and the context's parts), never each other.
   decides dtype and tolerance there (ours is reported beside it, and NaN never passes);
 - ``scrub_paths(text)``: a message without the harness's own file paths;
 - ``DeviceCeilings``: the measured DRAM bandwidth and tensor-core throughput of this GPU,
-  from the cache or measured once in the harness-only worker, memoised for the check.
+  from the cache (keyed by the GPU's identity, read in the parent) or measured once in the
+  harness-only worker, memoised for the check.
 """
 
 from __future__ import annotations
@@ -176,6 +177,17 @@ class DeviceCeilings:
         self.source = ""
 
     def _identity(self) -> dict[str, Any] | None:
+        """The GPU's identity (the cache key): read here, in the parent, which holds the
+        same GPU as its workers (its references run there; a pool slot pins both to one);
+        asked of the harness-only worker only where the parent has no GPU. Never of a
+        candidate's worker: what it reported could be forged."""
+        if torch.cuda.is_available():
+            from ..ceilings import device_identity
+
+            try:
+                return device_identity()
+            except Exception:  # the parent's CUDA failed: the worker's reading
+                pass
         try:
             session, reply = self.workers.aux("reference")
         except WorkerGone:

@@ -17,6 +17,7 @@ not which; the verdict lists the unseen shapes (``seeds``) once the check is ove
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -51,6 +52,18 @@ class CorrectnessRung:
     gating = True
 
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
+        started, before = time.perf_counter(), dict(ctx.workers.call_seconds)
+        result = self.check(ctx, earlier)
+        seconds = {k: v - before.get(k, 0.0) for k, v in ctx.workers.call_seconds.items()}
+        total = time.perf_counter() - started
+        result.details["phase_s"] = {  # where the rung's seconds went
+            "requests": round(seconds["requests"], 3),
+            "settle": round(seconds["settle"], 3),
+            "parent": round(total - seconds["requests"], 3),  # references, comparisons
+        }
+        return result
+
+    def check(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         comparisons: list[Comparison] = []
         trials = max(1, ctx.options.trials)
         first = earlier.get(FirstCall)

@@ -4,7 +4,8 @@
 -> RungResult``. ``earlier`` holds the typed results of the rungs before (``results.py``):
 a rung's ``RungResult.output`` is added to it. Rungs after a failed gate are listed as
 not run. A rung that crashes is a harness bug and is reported as that rung failing with
-"harness error", never as a pass. A rung may define ``enabled(ctx)``: the performance
+"harness error", never as a pass. Once the compile rung passes, each enabled rung's optional
+``ahead(ctx)`` starts what it will need (the benchmark's worker) while the rungs before it run. A rung may define ``enabled(ctx)``: the performance
 rungs (benchmark, roofline, dumps, profile, trace) run only when asked for (``--bench``,
 ``--dump``/``--target``, ``--profile``, ``--trace``). A rung that reports ``ok=None`` was
 skipped for a reason (no GPU, no ncu) and does not fail the verdict; only ``ok=False``
@@ -94,10 +95,26 @@ class Ladder:
             earlier.add(result.output)
             if result.ok is False and rung.gating:
                 stopped = True
+            elif rung.name == "compile" and result.ok:
+                self._start_ahead(ctx)
         closing = time.monotonic()
         ctx.close()
         rung_s["(close)"] = round(time.monotonic() - closing, 3)
         return self._verdict(ctx, results, earlier, time.monotonic() - started, rung_s)
+
+    def _start_ahead(self, ctx: LadderContext) -> None:
+        """Once the candidate compiles: what the enabled rungs after it will need, started
+        now (``ahead(ctx)``: the benchmark's fresh worker), so that it is ready when they
+        run. Never decides anything: a failure here is the rung's to report later."""
+        for rung in self.rungs:
+            ahead = getattr(rung, "ahead", None)
+            enabled = getattr(rung, "enabled", None)
+            if ahead is None or (enabled is not None and not enabled(ctx)):
+                continue
+            try:
+                ahead(ctx)
+            except Exception:
+                pass
 
     def _verdict(
         self,

@@ -5,14 +5,16 @@ packs the inputs (with the allocator poison sizes and a model's init arguments),
 the reply within its timeout, decodes the outputs into ``OutputLeaf`` trees and hands the
 record to ``OutputChecks.inspect`` -- so no call escapes the integrity checks. Benchmarks,
 dumps, profiles and traces use *auxiliary* workers (``aux(role)``), opened after the
-ladder's own worker is finished: ``bench`` and ``dump`` load the candidate again (compiles
-come from the worker's on-disk caches), ``reference`` is a harness-only worker whose entry
+ladder's own worker is finished (the benchmark's is started ahead, ``open_ahead``, while the
+ladder's still runs, and loaded when first asked): ``bench`` and ``dump`` load the candidate
+again (compiles come from the worker's on-disk caches), ``reference`` is a harness-only worker whose entry
 point is the problem's reference (timed for speedups; also measures the device ceilings).
 ``oneshot`` (when the runner can) runs a worker once under a wrapper such as ncu.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,10 +106,13 @@ class Workers:
         self.oneshot = oneshot  # set by runners that can wrap a worker (a profiler)
         self._session: WorkerSession | None = None
         self._aux: dict[str, WorkerSession] = {}
+        self._ahead: dict[str, WorkerSession] = {}  # started, not yet loaded (``open_ahead``)
         self._aux_replies: dict[str, dict[str, Any]] = {}
         self.environment: dict[str, Any] = {}
         self.logs: dict[str, Any] = {}
         self.calls_made = 0
+        # seconds of the calls' requests and of the worker's waits for late changes in them
+        self.call_seconds = {"requests": 0.0, "settle": 0.0}
         self.closed: dict[str, Any] | None = None
         self._seq = 0
 
@@ -161,10 +166,16 @@ class Workers:
             self.findings.note(self.closed.get("integrity") or [])
 
     def close(self) -> None:
-        """End every worker (the ladder's and the auxiliary ones)."""
+        """End every worker (the ladder's, the auxiliary ones and any started ahead)."""
         self.finish()
         for role in list(self._aux):
             self.close_aux(role)
+        while self._ahead:
+            _, session = self._ahead.popitem()
+            kill = getattr(session, "kill", None)
+            if kill is not None:  # it never ran candidate code: nothing to collect from it
+                kill()
+            session.close()
 
     # -- calls -------------------------------------------------------------------------
 
@@ -205,6 +216,7 @@ class Workers:
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)
+        started = time.perf_counter()
         try:
             reply = (session or self.session).request(
                 header, [*tensors, *init_tensors], timeout, max_reply
@@ -212,6 +224,8 @@ class Workers:
         except WorkerGone as gone:
             record.gone = gone
             return record
+        finally:
+            self.call_seconds["requests"] += time.perf_counter() - started
         self.calls_made += repeat
         head = reply.header
         self.findings.note(head.get("integrity") or [])
@@ -220,6 +234,10 @@ class Workers:
         try:
             for call in head.get("calls") or []:
                 record.calls.append(call)
+                try:  # the worker's word, for the accounting only
+                    self.call_seconds["settle"] += float(call.get("settle_s") or 0.0)
+                except (TypeError, ValueError):
+                    pass
                 record.outputs.append(_decode_output(call.get("output"), reply.tensors))
             after = head.get("inputs_after")
             record.inputs_after = (
@@ -250,10 +268,12 @@ class Workers:
         worker's environment. Raises ``WorkerGone``."""
         if role in self._aux:
             return self._aux[role], self._aux_replies[role]
-        try:
-            session = self._open_session(tag=role, env=env)
-        except TypeError:  # a runner whose sessions take no tag
-            session = self._open_session()
+        session = self._ahead.pop(role, None) if env is None else None
+        if session is None:
+            try:
+                session = self._open_session(tag=role, env=env)
+            except TypeError:  # a runner whose sessions take no tag
+                session = self._open_session()
         self._aux[role] = session
         self._remember_logs(session)
         subject = "reference" if role.startswith("reference") else "candidate"
@@ -265,6 +285,18 @@ class Workers:
         if subject == "candidate":
             self.findings.note(reply.header.get("integrity") or [])
         return session, reply.header
+
+    def open_ahead(self, role: str) -> None:
+        """Start the auxiliary worker ``role`` now and load it when ``aux(role)`` asks: a
+        fresh process's start-up (on a GPU its CUDA context, 0.3 s) overlaps the rungs
+        before its use. It is the same fresh worker ``aux`` would open, started earlier; one
+        that cannot start is left to ``aux``, which opens it again and reports why."""
+        if role in self._aux or role in self._ahead:
+            return
+        try:
+            self._ahead[role] = self._open_session(tag=role)
+        except Exception:
+            return
 
     def is_open(self, role: str) -> bool:
         return role in self._aux

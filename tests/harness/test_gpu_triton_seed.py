@@ -1,6 +1,7 @@
 """Triton's driver helpers built once per worker template and copied into each forked
-worker's own cache (``TritonBackend.warm_template`` / ``seed_worker``): the template stays
-without CUDA, and a worker loads the helpers without running the host compiler."""
+worker's own cache (``TritonBackend.warm_template`` / ``seed_worker``), and Triton's key made
+there once (``warm_lookups``): the template stays without CUDA, and a worker loads the helpers
+without running the host compiler."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from harness.backends.triton import TritonBackend, _SEED
 backend = TritonBackend()
 backend.warm_template()
 template_clean = not torch.cuda.is_initialized()
+from triton.runtime.cache import triton_key
+key_made = triton_key.cache_info().currsize == 1  # warm_lookups: made once, in the template
 os.environ["TRITON_CACHE_DIR"] = sys.argv[1]
 done = backend.seed_worker()
 compiled = []
@@ -39,6 +42,7 @@ subprocess.check_call, subprocess.run = refuse(real_check_call), refuse(real_run
 from triton.backends.nvidia.driver import CudaUtils
 CudaUtils()
 print(json.dumps({"seed": sorted(_SEED), "done": done, "template_clean": template_clean,
+                  "key_made": key_made,
                   "compiler_calls": [str(c) for c in compiled]}))
 """
 
@@ -55,6 +59,7 @@ def test_a_worker_loads_the_driver_helpers_its_template_built(tmp_path: Path) ->
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["template_clean"]  # the build ran in a child: no CUDA in the template
+    assert doc["key_made"]  # Triton's key (0.2-0.5 s) made before any worker is forked
     assert any("cuda_utils" in rel for rel in doc["seed"]), doc
     assert doc["done"]["files"] == len(doc["seed"]) >= 1, doc
     assert doc["compiler_calls"] == [], doc  # loaded from the seeded cache, not compiled
