@@ -16,8 +16,11 @@ in one process and interleaved round by round (so a busy machine slows every sub
               compile - run, how the workers started; the server rows' CPU time includes
               the server's and its templates' (read from ``/proc``).
 ``longlived`` a parent that stays up: one untimed check (the template starts), then
-              ``--repeat`` timed checks through ``harness.check`` in the same process.
-``bench``     (cuda) the same one-shot check with ``--bench``, ours and the baseline's.
+              ``--repeat`` timed checks through ``harness.check`` in the same process; on a
+              GPU also ``--blocks`` blocks of ``--bench-repeat`` timed ``--bench`` checks,
+              ours and the baseline's alternating (each block its own parent).
+``bench``     (cuda) the same one-shot check with ``--bench``, ours and the baseline's;
+              ``--server-repeat`` warm calls through the server per round.
 ``pool``      (cuda) ``bench/pool_throughput.py`` of each tree on one GPU (distinct
               honest vector-add candidates, warm pool): candidates per minute.
 ``timing``    (cuda) the Triton, CuTeDSL and CUDA C++ vector adds at n = 2^28: two timing
@@ -109,6 +112,7 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 CPU: list[float] = [0.0]  # CPU seconds of the last _run (it and every process it reaped)
+LAST_ERR: list[str] = [""]  # the last _run's stderr
 
 
 def _children_cpu() -> float:
@@ -123,6 +127,7 @@ def _run(cmd: list[str], tree: Path, timeout: float = 600.0) -> tuple[float, str
     )
     wall = time.perf_counter() - t0
     CPU[0] = _children_cpu() - c0
+    LAST_ERR[0] = proc.stderr
     if proc.returncode not in (0, 1):
         sys.stderr.write(f"check_speed: {' '.join(cmd[:4])}... exited {proc.returncode}\n")
         sys.stderr.write(proc.stderr[-1500:] + "\n")
@@ -145,6 +150,7 @@ def _phases(doc: dict[str, Any], wall: float) -> dict[str, Any]:
     shapes = details.get("shapes") or [{}]
     first = ((shapes[0].get("rounds") or [{}])[0].get("candidate")) or {}
     inside = {k: first.get(k) for k in ("warmup_s", "setup_s", "witness_s", "timed_s")}
+    correctness = ((rungs.get("correctness") or {}).get("details") or {}).get("phase_s")
     return {
         "wall_s": round(wall, 3),
         "compile_s": round(compile_s, 3),
@@ -154,6 +160,7 @@ def _phases(doc: dict[str, Any], wall: float) -> dict[str, Any]:
         "workers": (doc.get("environment") or {}).get("workers"),
         "bench_status": bench.get("status"),
         "rung_s": (doc.get("environment") or {}).get("rung_s"),
+        "correctness_s": correctness,  # its workers' requests, their settle waits, the parent
         # where the benchmark rung's seconds went: its workers, each step, inside the worker
         "bench_s": {**(details.get("phase_s") or {}), **(shapes[0].get("phase_s") or {}), **inside}
         if bench
@@ -212,8 +219,14 @@ def _server_cpu(tree: Path) -> float:
 
 
 def oneshot(
-    device: str, rounds: int, baseline: Path | None, extra: list[str], cold: bool = True
+    device: str,
+    rounds: int,
+    baseline: Path | None,
+    extra: list[str],
+    cold: bool = True,
+    served: int = 1,
 ) -> dict[str, Any]:
+    """``served``: warm calls through the check server per round (after ``server_first``)."""
     subjects: dict[str, list[dict[str, Any]]] = {"import": [], "check": []}
     if cold:
         subjects["check_cold"] = []
@@ -229,18 +242,18 @@ def oneshot(
             ("check", REPO, [*extra, "--no-server"]),
             ("check_cold", REPO, [*extra, "--cold", "--no-server"]),
             ("server_first", REPO, extra),
-            ("server", REPO, extra),
+            *[("server", REPO, extra)] * max(1, served),
             ("baseline_check", baseline, extra),
         ):
             if name not in subjects or tree is None:
                 continue
             if name == "server_first":
                 _servers(REPO, "stop")
-            served = name.startswith("server")
-            before = _server_cpu(REPO) if served else 0.0
+            by_server = name.startswith("server")
+            before = _server_cpu(REPO) if by_server else 0.0
             wall, out, _ = _run(_check_cmd(device, flags), tree)
             cpu = CPU[0]
-            if served:
+            if by_server:
                 time.sleep(1.2)  # the template reaps its forks once a second
                 cpu += _server_cpu(REPO) - before
             subjects[name].append({**_phases(_verdict_json(out), wall), "cpu_s": round(cpu, 3)})
@@ -256,6 +269,10 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         values = [float(r[key]) for r in rows if r.get(key) is not None]
         if values:
             doc[f"median_{key}"] = round(statistics.median(values), 3)
+    walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") is not None]
+    if walls:  # the --bench line of issue 14: a full check within 4 s
+        doc["wall_range_s"] = [min(walls), max(walls)]
+        doc["within_4_s"] = f"{sum(w <= 4.0 for w in walls)} of {len(walls)}"
     return doc
 
 
@@ -265,9 +282,19 @@ def longlived(device: str, repeat: int, tree: Path, bench: bool) -> dict[str, An
     try:
         rows = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"error": f"exit {code}"}
+        return {"error": f"exit {code}: {LAST_ERR[0][-400:]}"}
     phases = [{**_phases(r["verdict"], r["wall_s"]), "cpu_s": round(r["cpu_s"], 3)} for r in rows]
     return {"first": phases[0], **_summary(phases[1:])}
+
+
+def _merged(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Long-lived blocks of one tree as one: each block's untimed first check, every timed row."""
+    rows = [row for block in blocks for row in block.get("rows") or []]
+    doc = {"firsts": [b.get("first") for b in blocks], **_summary(rows)}
+    errors = [b["error"] for b in blocks if b.get("error")]
+    if errors:
+        doc["errors"] = errors
+    return doc
 
 
 def pool(tree: Path, slots: int, copies: int) -> dict[str, Any]:
@@ -324,22 +351,28 @@ def table(doc: dict[str, Any]) -> str:
         f"Machine: {doc['machine']}. Interleaved rounds: {doc['rounds']}. Baseline: "
         f"{doc.get('baseline_label') or 'none'}, measured in the same run.",
         "",
-        "| subject | median wall s | median CPU s | median compile s | median overhead s | workers |",
-        "|---|---|---|---|---|---|",
+        "| subject | median wall s | wall range s (≤ 4 s) | median CPU s | median compile s "
+        "| median overhead s | workers |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def spread(row: dict[str, Any]) -> str:
+        low_high = row.get("wall_range_s")
+        return f"{low_high[0]:.2f}–{low_high[1]:.2f} ({row.get('within_4_s')})" if low_high else ""
+
     for part in ("oneshot", "bench"):
         for name, row in (doc.get(part) or {}).items():
             workers = (row.get("rows") or [{}])[0].get("workers")
             lines.append(
-                f"| {part}: {name} | {row.get('median_wall_s')} | {row.get('median_cpu_s', '')} "
-                f"| {row.get('median_compile_s', '')} "
+                f"| {part}: {name} | {row.get('median_wall_s')} | {spread(row)} "
+                f"| {row.get('median_cpu_s', '')} | {row.get('median_compile_s', '')} "
                 f"| {row.get('median_overhead_s', '')} | {workers or ''} |"
             )
     for name, row in (doc.get("longlived") or {}).items():
         if isinstance(row, dict) and "median_wall_s" in row:
             lines.append(
                 f"| long-lived parent: {name} (after one untimed check) | {row['median_wall_s']} "
-                f"| {row.get('median_cpu_s')} | {row.get('median_compile_s')} "
+                f"| {spread(row)} | {row.get('median_cpu_s')} | {row.get('median_compile_s')} "
                 f"| {row.get('median_overhead_s')} "
                 f"| {(row.get('rows') or [{}])[0].get('workers')} |"
             )
@@ -376,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=None, help="another tree (an export)")
     parser.add_argument("--baseline-label", default="")
     parser.add_argument("--only", default="", help="oneshot,longlived,bench,pool,timing")
+    parser.add_argument(
+        "--bench-repeat", type=int, default=3, help="timed --bench checks per block"
+    )
+    parser.add_argument("--blocks", type=int, default=1, help="long-lived --bench blocks per tree")
+    parser.add_argument("--server-repeat", type=int, default=1, help="warm server calls per round")
     parser.add_argument("--pool-slots", default="1,3", help="slots per GPU to try (ours)")
     parser.add_argument("--pool-copies", type=int, default=24)
     parser.add_argument("--out", type=Path, default=None)
@@ -385,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline is not None and not (args.baseline / "harness").is_dir():
         print(f"check_speed: {args.baseline} is not a ctxkernel tree", file=sys.stderr)
         return 2
+    if args.baseline is not None:  # each tree's commands run in that tree
+        args.baseline = args.baseline.resolve()
     gpu = args.device == "cuda"
     parts = set(args.only.split(",")) if args.only else {"oneshot", "longlived"}
     if gpu and not args.only:
@@ -404,11 +444,27 @@ def main(argv: list[str] | None = None) -> int:
         doc["oneshot"] = oneshot(args.device, args.rounds, args.baseline, [])
     if "longlived" in parts:
         doc["longlived"] = {"check": longlived(args.device, args.repeat, REPO, False)}
-        if gpu:
-            doc["longlived"]["check --bench"] = longlived(args.device, 3, REPO, True)
+        if gpu:  # blocks of ours and the baseline's, alternating
+            blocks: dict[str, list[dict[str, Any]]] = {"check --bench": []}
+            if args.baseline is not None:
+                blocks["baseline check --bench"] = []
+            for _ in range(max(1, args.blocks)):
+                for name, tree in (
+                    ("check --bench", REPO),
+                    ("baseline check --bench", args.baseline),
+                ):
+                    if name in blocks and tree is not None:
+                        blocks[name].append(longlived(args.device, args.bench_repeat, tree, True))
+            for name, runs in blocks.items():
+                doc["longlived"][name] = _merged(runs)
     if "bench" in parts and gpu:
         doc["bench"] = oneshot(
-            args.device, max(1, args.rounds - 1), args.baseline, ["--bench"], cold=False
+            args.device,
+            max(1, args.rounds - 1),
+            args.baseline,
+            ["--bench"],
+            cold=False,
+            served=args.server_repeat,
         )
     if "pool" in parts and gpu:
         doc["pool"] = {}

@@ -21,13 +21,15 @@ def rows(doc: dict[str, Any]) -> list[str]:
         for name, block in (doc.get(part) or {}).items():
             if not isinstance(block, dict):
                 continue
-            for i, row in enumerate([block.get("first"), *(block.get("rows") or [])]):
+            firsts = block.get("firsts") or [block.get("first")]
+            labelled = [("first", r) for r in firsts] + list(enumerate(block.get("rows") or [], 1))
+            for tag, row in labelled:
                 if not isinstance(row, dict):
                     continue
-                label = f"{part}/{name}/{'first' if i == 0 and block.get('first') else i}"
                 out.append(
-                    f"{label}: wall {row.get('wall_s')} ok {row.get('ok')} | rungs "
-                    f"{_short(row.get('rung_s'))} | bench {_short(row.get('bench_s'))}"
+                    f"{part}/{name}/{tag}: wall {row.get('wall_s')} ok {row.get('ok')} | rungs "
+                    f"{_short(row.get('rung_s'))} | correctness {_short(row.get('correctness_s'))}"
+                    f" | bench {_short(row.get('bench_s'))}"
                 )
     return out
 
