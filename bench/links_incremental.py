@@ -45,12 +45,7 @@ def canonical(db_path: Path) -> tuple[Any, ...]:
     """Each chunk's links in their order; names, calls and info as sorted lists."""
     db = sqlite3.connect(db_path)
     try:
-        return (
-            db.execute("SELECT * FROM links ORDER BY chunk_id, rowid").fetchall(),
-            sorted(db.execute("SELECT * FROM names").fetchall()),
-            sorted(db.execute("SELECT * FROM calls").fetchall()),
-            sorted(db.execute("SELECT * FROM info").fetchall()),
-        )
+        return links.rows(db)
     finally:
         db.close()
 

@@ -868,6 +868,18 @@ def table(cache: CorpusCache) -> sqlite3.Connection:
     return sqlite3.connect(path)
 
 
+def rows(db: sqlite3.Connection) -> tuple[list[Any], ...]:
+    """Everything a link table holds, comparable between two builds: each chunk's links in
+    their order, the names, calls and info as sorted lists (an applied update must equal a
+    full build row for row)."""
+    return (
+        db.execute("SELECT * FROM links ORDER BY chunk_id, rowid").fetchall(),
+        sorted(db.execute("SELECT * FROM names").fetchall()),
+        sorted(db.execute("SELECT * FROM calls").fetchall()),
+        sorted(db.execute("SELECT * FROM info").fetchall()),
+    )
+
+
 # --- resolving --------------------------------------------------------------------
 
 

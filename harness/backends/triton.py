@@ -287,11 +287,10 @@ def warm_lookups() -> dict[str, float]:
     key = None
     for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # 3.2+, older
         try:
-            key = getattr(importlib.import_module(module), "triton_key", None)
-        except Exception:
-            key = None
-        if key is not None:
+            key = importlib.import_module(module).triton_key
             break
+        except Exception:
+            continue
     if key is not None:
         t0 = time.perf_counter()
         try:

@@ -1,8 +1,8 @@
 """The ``benchmark`` rung: how fast the candidate is, measured the way an expert would trust.
 
 Runs after the anti-cheat rung, in a fresh worker (``workers.aux("bench")``, started ahead
-while the rungs before run) and, for
-speedups, a harness-only worker timing the reference (``workers.aux("reference")``;
+while the rungs before run) and, for speedups, a harness-only worker timing the reference
+(``workers.aux("reference")``;
 ``--compile-ref`` adds ``torch.compile`` of it). Result for the rungs after it: ``Timings``
 (per shape: the median, the speedup, the bytes moved). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
 spin kernel ahead of every launch, events plus a full-device synchronise, calibration,
@@ -94,9 +94,8 @@ class BenchmarkRung:
         compiled = (
             _LazySession(ctx, "reference_compiled", notes) if ctx.options.compile_ref else None
         )
-        with _timed(
-            phase_s, "ceilings"
-        ):  # measured once per GPU/driver/clocks, before anything is timed
+        # measured once per GPU/driver/clocks, before anything is timed
+        with _timed(phase_s, "ceilings"):
             ctx.ceilings.get()
         l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
         results = []

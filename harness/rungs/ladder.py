@@ -5,9 +5,10 @@
 a rung's ``RungResult.output`` is added to it. Rungs after a failed gate are listed as
 not run. A rung that crashes is a harness bug and is reported as that rung failing with
 "harness error", never as a pass. Once the compile rung passes, each enabled rung's optional
-``ahead(ctx)`` starts what it will need (the benchmark's worker) while the rungs before it run. A rung may define ``enabled(ctx)``: the performance
-rungs (benchmark, roofline, dumps, profile, trace) run only when asked for (``--bench``,
-``--dump``/``--target``, ``--profile``, ``--trace``). A rung that reports ``ok=None`` was
+``ahead(ctx)`` starts what it will need (the benchmark's worker) while the rungs before it
+run. A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
+profile, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
+``--profile``, ``--trace``). A rung that reports ``ok=None`` was
 skipped for a reason (no GPU, no ncu) and does not fail the verdict; only ``ok=False``
 does. The verdict's ``performance`` is what the typed results report, and its ``summary``
 (time, percent of roofline, speedup, bound) comes from ``Timings`` and ``Roofline``.

@@ -7,8 +7,9 @@ record to ``OutputChecks.inspect`` -- so no call escapes the integrity checks. B
 dumps, profiles and traces use *auxiliary* workers (``aux(role)``), opened after the
 ladder's own worker is finished (the benchmark's is started ahead, ``open_ahead``, while the
 ladder's still runs, and loaded when first asked): ``bench`` and ``dump`` load the candidate
-again (compiles come from the worker's on-disk caches), ``reference`` is a harness-only worker whose entry
-point is the problem's reference (timed for speedups; also measures the device ceilings).
+again (compiles come from the worker's on-disk caches), ``reference`` is a harness-only
+worker whose entry point is the problem's reference (timed for speedups; also measures the
+device ceilings).
 ``oneshot`` (when the runner can) runs a worker once under a wrapper such as ncu.
 """
 

@@ -359,12 +359,7 @@ def _canonical(ws: Workspace) -> tuple[object, ...]:
     cache = ws.store.synced_cache("cutlass")
     db = links.table(cache)
     try:
-        return (
-            db.execute("SELECT * FROM links ORDER BY chunk_id, rowid").fetchall(),
-            sorted(db.execute("SELECT * FROM names").fetchall()),
-            sorted(db.execute("SELECT * FROM calls").fetchall()),
-            sorted(db.execute("SELECT * FROM info").fetchall()),
-        )
+        return links.rows(db)
     finally:
         db.close()
 
