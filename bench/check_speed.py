@@ -15,6 +15,9 @@ in one process and interleaved round by round (so a busy machine slows every sub
               wall, compile (import + first call, from the verdict), overhead = wall -
               compile - run, how the workers started; the server rows' CPU time includes
               the server's and its templates' (read from ``/proc``).
+``--problem P --candidate C`` checks those files (e.g. an upstream problem and solution,
+unchanged) instead of the example, with every tree.
+
 ``longlived`` a parent that stays up: one untimed check (the template starts), then
               ``--repeat`` timed checks through ``harness.check`` in the same process; on a
               GPU also ``--blocks`` blocks of ``--bench-repeat`` timed ``--bench`` checks,
@@ -53,6 +56,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples/vector_add"
 CANDIDATE = "examples/vector_add/solution_triton.py"
+SUBJECT = [EXAMPLE, CANDIDATE]  # what the check rows check (``--problem``/``--candidate``)
 BIG = 1 << 28
 SOLUTIONS = {
     "triton": "solution_triton.py",
@@ -80,7 +84,7 @@ def cpu():
     return total
 tree, device, repeat, bench = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 options = RunOptions(device=device, record=False, bench=bench)
-problem, cand = tree / "examples/vector_add", tree / "examples/vector_add/solution_triton.py"
+problem, cand = (tree / p for p in sys.argv[5:7])  # relative: the tree's; absolute: as given
 rows = []
 for i in range(repeat + 1):
     c0, t0 = cpu(), time.perf_counter()
@@ -184,7 +188,7 @@ def _verdict_json(stdout: str) -> dict[str, Any]:
 def _check_cmd(device: str, extra: list[str]) -> list[str]:
     """``ctxkernel check`` as it runs on a bare GPU machine (``python -m harness check``:
     the same command, without the retrieval stack)."""
-    cmd = [sys.executable, "-m", "harness", "check", EXAMPLE, CANDIDATE, "--json", "--no-record"]
+    cmd = [sys.executable, "-m", "harness", "check", *SUBJECT, "--json", "--no-record"]
     return [*cmd, "--device", device, *extra]
 
 
@@ -278,6 +282,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def longlived(device: str, repeat: int, tree: Path, bench: bool) -> dict[str, Any]:
     cmd = [sys.executable, "-c", LONG_LIVED, str(tree), device, str(repeat), "1" if bench else "0"]
+    cmd += SUBJECT
     _, out, code = _run(cmd, tree)
     try:
         rows = json.loads(out.strip().splitlines()[-1])
@@ -410,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-label", default="")
     parser.add_argument("--only", default="", help="oneshot,longlived,bench,pool,timing")
     parser.add_argument(
+        "--problem", type=Path, default=None, help="check this problem (default: the example)"
+    )
+    parser.add_argument("--candidate", type=Path, default=None, help="with this candidate")
+    parser.add_argument(
         "--bench-repeat", type=int, default=3, help="timed --bench checks per block"
     )
     parser.add_argument("--blocks", type=int, default=1, help="long-lived --bench blocks per tree")
@@ -425,6 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.baseline is not None:  # each tree's commands run in that tree
         args.baseline = args.baseline.resolve()
+    if (args.problem is None) != (args.candidate is None):
+        print("check_speed: --problem and --candidate go together", file=sys.stderr)
+        return 2
+    if args.problem is not None:  # material of another repository, the same for every tree
+        SUBJECT[:] = [str(args.problem.resolve()), str(args.candidate.resolve())]
     gpu = args.device == "cuda"
     parts = set(args.only.split(",")) if args.only else {"oneshot", "longlived"}
     if gpu and not args.only:
