@@ -57,6 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = "examples/vector_add"
 CANDIDATE = "examples/vector_add/solution_triton.py"
 SUBJECT = [EXAMPLE, CANDIDATE]  # what the check rows check (``--problem``/``--candidate``)
+BENCH_SHAPES: list[dict[str, Any]] = []  # ``--bench-shape``: the long-lived rows time these
 BIG = 1 << 28
 SOLUTIONS = {
     "triton": "solution_triton.py",
@@ -83,7 +84,8 @@ def cpu():
             pass
     return total
 tree, device, repeat, bench = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-options = RunOptions(device=device, record=False, bench=bench)
+shapes = json.loads(sys.argv[7]) if len(sys.argv) > 7 else None  # None: the problem's
+options = RunOptions(device=device, record=False, bench=bench, bench_shapes=shapes)
 problem, cand = (tree / p for p in sys.argv[5:7])  # relative: the tree's; absolute: as given
 rows = []
 for i in range(repeat + 1):
@@ -283,6 +285,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def longlived(device: str, repeat: int, tree: Path, bench: bool) -> dict[str, Any]:
     cmd = [sys.executable, "-c", LONG_LIVED, str(tree), device, str(repeat), "1" if bench else "0"]
     cmd += SUBJECT
+    if BENCH_SHAPES:
+        cmd.append(json.dumps(BENCH_SHAPES))
     _, out, code = _run(cmd, tree)
     try:
         rows = json.loads(out.strip().splitlines()[-1])
@@ -419,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--candidate", type=Path, default=None, help="with this candidate")
     parser.add_argument(
+        "--bench-shape",
+        action="append",
+        default=[],
+        help="KEY=INT,...: the long-lived --bench rows time this shape (repeatable)",
+    )
+    parser.add_argument(
         "--bench-repeat", type=int, default=3, help="timed --bench checks per block"
     )
     parser.add_argument("--blocks", type=int, default=1, help="long-lived --bench blocks per tree")
@@ -437,6 +447,14 @@ def main(argv: list[str] | None = None) -> int:
     if (args.problem is None) != (args.candidate is None):
         print("check_speed: --problem and --candidate go together", file=sys.stderr)
         return 2
+    for spec in args.bench_shape:
+        try:
+            BENCH_SHAPES.append(
+                {k: int(v) for k, v in (kv.split("=", 1) for kv in spec.split(","))}
+            )
+        except ValueError:
+            print(f"check_speed: --bench-shape {spec!r}: expected KEY=INT,...", file=sys.stderr)
+            return 2
     if args.problem is not None:  # material of another repository, the same for every tree
         SUBJECT[:] = [str(args.problem.resolve()), str(args.candidate.resolve())]
     gpu = args.device == "cuda"
