@@ -30,6 +30,7 @@ STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct 
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
 STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
 SHARE_MAX_SIZE = 1 << 24  # product of a shape's sizes the library-share call may use
+SHARE_MAX_BYTES = 1 << 28  # and its inputs' bytes (a "size" key may stand for size x size)
 
 
 def mix_seed(public: int, trial: int, secret: int) -> int:
@@ -261,16 +262,32 @@ class Inputs:
 
     def share_shape(self) -> dict[str, Any] | None:
         """Where a GPU measures the library share: the largest benchmark shape that is not
-        huge (``SHARE_MAX_SIZE``), since at the tiny checked sizes every kernel is a ~2 us
+        huge (``SHARE_MAX_SIZE``, ``SHARE_MAX_BYTES`` of inputs), since at the tiny checked sizes every kernel is a ~2 us
         launch and a small epilogue would look like a third of the work; None: the
         largest checked shape. Problems whose default shapes are fitted to the device
         (KernelBench) use those."""
         if self.problem.device_shapes is not None:
             return None
-        fits = [s for s in self.bench_shapes() if shape_size(s) <= SHARE_MAX_SIZE]
         largest = shape_size(self.shapes[self.largest_shape_index()])
-        best = max(fits, key=shape_size, default=None)
-        return dict(best) if best is not None and shape_size(best) > largest else None
+        fits = [s for s in self.bench_shapes() if largest < shape_size(s) <= SHARE_MAX_SIZE]
+        for shape in sorted(fits, key=shape_size, reverse=True):
+            # the product of the sizes is not the elements (GPU MODE's {"size": n} is an
+            # n x n matrix): what the inputs weigh decides, since they and the outputs
+            # cross the worker's pipe (a 16384 x 16384 add moved 1.5 GB there, 11 s)
+            if self._input_bytes(shape) <= SHARE_MAX_BYTES:
+                return dict(shape)
+        return None
+
+    def _input_bytes(self, shape: dict[str, Any]) -> int:
+        """The bytes of the tensors ``generate_input`` makes for ``shape`` (0 if it fails:
+        the call that uses the shape reports that)."""
+        try:
+            made = self.problem.generate_input(0, shape, self.device)
+        except Exception:
+            return 0
+        return sum(
+            t.numel() * t.element_size() for t in flatten(made) if isinstance(t, torch.Tensor)
+        )
 
     def largest_shape_index(self) -> int:
         return max(range(len(self.shapes)), key=lambda i: shape_size(self.shapes[i]))

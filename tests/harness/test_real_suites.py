@@ -141,6 +141,37 @@ def test_the_reference_ops_are_recorded_for_elementwise_problems() -> None:
     assert {"aten::mul", "aten::add"} <= set(inputs.study().ops)
 
 
+def test_the_library_share_call_weighs_the_inputs_not_the_shape_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 14, found on GPU MODE's vectoradd): ``{"size": n}`` is an n x n
+    matrix, so the product of the keys (n) let a 16384 x 16384 add be the share call's
+    shape: 1.5 GB of inputs through the worker's pipe, 11 s of anti-cheat on an H200.
+    Here at a 1 MiB cap: a 1024 x 1024 pair (4 MiB) is too heavy, 256 x 256 is not."""
+    from harness.rungs import inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "SHARE_MAX_BYTES", 1 << 20)
+    (tmp_path / "problem.py").write_text(
+        dedent(
+            """
+            import torch
+            SHAPES = [{"size": 64}]
+            BENCH_SHAPES = [{"size": 1024}, {"size": 256}, {"size": 32}]
+
+            def generate_input(seed, size, device="cpu"):
+                gen = torch.Generator(device=device).manual_seed(seed)
+                return tuple(torch.randn(size, size, generator=gen, device=device,
+                                         dtype=torch.float16) for _ in range(2))
+
+            def ref_kernel(inputs):
+                return inputs[0] + inputs[1]
+            """
+        )
+    )
+    inputs = Inputs(load_problem(tmp_path), RunOptions(device="cpu", secret=5), "cpu")
+    assert inputs.share_shape() == {"size": 256}
+
+
 def test_library_names() -> None:
     assert op_stem("aten::_softmax") == "softmax" and op_stem("add_") == "add"
     assert not is_compute("aten::copy_") and is_compute("aten::addcmul")
