@@ -25,6 +25,7 @@ import torch
 
 from ..ceilings import Ceilings, cache_key, from_measurement, load_cached, store
 from ..metrics import Comparison, compare
+from ..problemspec import Tolerance
 from ..session import WorkerGone
 from .checks import OutputLeaf
 from .inputs import clone, flatten
@@ -32,6 +33,9 @@ from .inputs import clone, flatten
 _HARNESS_DIR = str(Path(__file__).resolve().parents[1])
 _HARNESS_PATH = re.compile(re.escape(_HARNESS_DIR) + r"[/\\][\w/\\.-]*")
 _TIMEOUT_HINT = " (a smaller --shapes or a longer --timeout may help)"
+# from this many elements a reference on a GPU is compared there (in float64, as on the
+# CPU): GPU MODE's 8192 x 8192 add took seconds on the parent's CPU
+DEVICE_COMPARE_ELEMENTS = 1 << 22
 
 if TYPE_CHECKING:
     from .context import LadderContext
@@ -120,7 +124,7 @@ def check_output(
         if atol_scale != 1.0:
             tolerance = replace(tolerance, atol=tolerance.atol * atol_scale)
         expected = ref if leaf.tensor.shape == ref.shape else ref.reshape(leaf.tensor.shape)
-        result = compare(leaf.tensor, expected, tolerance)
+        result = _compare_where_it_lives(leaf.tensor, expected, tolerance)
         comparisons.append(result)
         if not result.ok and first_bad is None:
             first_bad = result
@@ -145,6 +149,19 @@ def check_output(
     if nan_bad is not None:
         return False, nan_bad, nan_bad.reason, comparisons
     return True, None, "", comparisons
+
+
+def _compare_where_it_lives(
+    got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance
+) -> Comparison:
+    """``metrics.compare`` on the reference's GPU when the tensor is large, else on the
+    CPU; the CPU again when the GPU has no room for the float64 copies."""
+    if expected.is_cuda and expected.numel() >= DEVICE_COMPARE_ELEMENTS:
+        try:
+            return compare(got, expected, tolerance, on_device=True)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+    return compare(got, expected, tolerance)
 
 
 def problem_check(ctx: LadderContext, record: CallRecord, output: Any) -> tuple[bool, str]:

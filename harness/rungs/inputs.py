@@ -227,15 +227,18 @@ class Inputs:
 
     def _beyond_checked(self, derive: Any) -> list[dict[str, Any]]:
         """On a GPU, one more unseen shape between the checked sizes and the benchmark
-        sizes that are not huge (``SHARE_MAX_SIZE``): a kernel exact below some size that
-        only the benchmarks reach (a gate at 10^6 elements) is caught by the check."""
+        sizes that are not huge (``SHARE_MAX_SIZE``, ``SHARE_MAX_BYTES`` of inputs): a
+        kernel exact below some size that only the benchmarks reach (a gate at 10^6
+        elements) is caught by the check."""
         if self.device == "cpu" or self.options.bench_shapes or self.options.shapes:
             return []
         top = max(shape_size(s) for s in self.shapes)
         bench = [
             s
             for s in self.problem.bench_shapes
-            if top < shape_size(s) <= SHARE_MAX_SIZE and set(s) == set(self.shapes[0])
+            if top < shape_size(s) <= SHARE_MAX_SIZE
+            and set(s) == set(self.shapes[0])
+            and self._input_bytes(s) <= SHARE_MAX_BYTES
         ]
         if not bench:
             return []
@@ -249,7 +252,13 @@ class Inputs:
                 )
             except Exception:
                 continue
-            found = [s for s in found if shape_size(s) > top and s not in (self._unseen or [])]
+            found = [
+                s
+                for s in found
+                if shape_size(s) > top
+                and s not in (self._unseen or [])
+                and self._input_bytes(s) <= SHARE_MAX_BYTES  # a "size" key may be size x size
+            ]
             if found:
                 return found[:1]
         return []
@@ -262,8 +271,9 @@ class Inputs:
 
     def share_shape(self) -> dict[str, Any] | None:
         """Where a GPU measures the library share: the largest benchmark shape that is not
-        huge (``SHARE_MAX_SIZE``, ``SHARE_MAX_BYTES`` of inputs), since at the tiny checked sizes every kernel is a ~2 us
-        launch and a small epilogue would look like a third of the work; None: the
+        huge (``SHARE_MAX_SIZE``, ``SHARE_MAX_BYTES`` of inputs), since at the tiny checked
+        sizes every kernel is a ~2 us launch and a small epilogue would look like a third
+        of the work; None: the
         largest checked shape. Problems whose default shapes are fitted to the device
         (KernelBench) use those."""
         if self.problem.device_shapes is not None:

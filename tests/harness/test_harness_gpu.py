@@ -70,3 +70,26 @@ def test_after_an_illegal_access_the_next_candidate_still_runs() -> None:
     assert not check(EXAMPLES / "vector_add", bad, options).ok
     good = check(EXAMPLES / "vector_add", EXAMPLES / "vector_add" / "solution_triton.py", options)
     assert good.ok, good.feedback()
+
+
+def test_a_large_output_is_compared_on_the_gpu_as_on_the_cpu() -> None:
+    """The correctness rung compares a large output where its reference lives (issue 14:
+    GPU MODE's 8192 x 8192 add took seconds on the parent's CPU); the numbers are the CPU's."""
+    import torch
+
+    from harness.problemspec import Tolerance
+    from harness.rungs.common import DEVICE_COMPARE_ELEMENTS, _compare_where_it_lives
+
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    n = DEVICE_COMPARE_ELEMENTS + 5
+    expected = torch.randn(n, device="cuda", generator=gen, dtype=torch.float16)
+    got = expected.cpu().clone()  # as it comes back through the worker's pipe
+    got[[7, n // 2, n - 1]] += 1.0
+    got[11] = float("nan")
+    tol = Tolerance(atol=1e-2, rtol=1e-2)
+    on_gpu = _compare_where_it_lives(got, expected, tol)
+    on_cpu = _compare_where_it_lives(got, expected.cpu(), tol)
+    assert (on_gpu.mismatches, on_gpu.nonfinite) == (on_cpu.mismatches, on_cpu.nonfinite) == (4, 1)
+    assert on_gpu.max_abs == on_cpu.max_abs and on_gpu.rmse == pytest.approx(on_cpu.rmse)
+    assert not on_gpu.ok and on_gpu.reason == on_cpu.reason
+    assert sorted(w["index"] for w in on_gpu.worst) == sorted(w["index"] for w in on_cpu.worst)

@@ -172,6 +172,43 @@ def test_the_library_share_call_weighs_the_inputs_not_the_shape_keys(
     assert inputs.share_shape() == {"size": 256}
 
 
+def test_the_unseen_shape_beyond_the_checked_ones_weighs_its_inputs_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 14, GPU MODE's vectoradd with its default shapes): the unseen
+    shape a GPU check adds between the checked and the benchmark sizes was picked by the
+    product of the keys too, so a ~16000 x 16000 add made the correctness rung 10-18 s.
+    Here at a 1 MiB cap the extra shape is still derived, and never heavier than the cap."""
+    from harness.rungs import inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "SHARE_MAX_BYTES", 1 << 20)
+    (tmp_path / "problem.py").write_text(
+        dedent(
+            """
+            import torch
+            SHAPES = [{"size": 64}, {"size": 96}]
+            BENCH_SHAPES = [{"size": 256}, {"size": 1024}, {"size": 4096}]
+
+            def generate_input(seed, size, device="cpu"):  # on the CPU whatever it is told
+                gen = torch.Generator().manual_seed(seed)
+                return tuple(torch.randn(size, size, generator=gen, dtype=torch.float16)
+                             for _ in range(2))
+
+            def ref_kernel(inputs):
+                return inputs[0] + inputs[1]
+            """
+        )
+    )
+    beyond = []
+    for secret in range(6):
+        # "cuda" is only the Inputs' word for where the check runs: the extra shape is GPU-only
+        inputs = Inputs(load_problem(tmp_path), RunOptions(device="cuda", secret=secret), "cuda")
+        shapes = inputs.unseen_shapes()
+        assert all(inputs._input_bytes(s) <= 1 << 20 for s in shapes), shapes
+        beyond += [s for s in shapes if s["size"] > 96]
+    assert beyond  # the shape a gate above the public sizes cannot pass is still there
+
+
 def test_library_names() -> None:
     assert op_stem("aten::_softmax") == "softmax" and op_stem("add_") == "add"
     assert not is_compute("aten::copy_") and is_compute("aten::addcmul")
