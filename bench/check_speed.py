@@ -349,7 +349,25 @@ def timing(tree: Path, backend: str) -> dict[str, Any]:
             if key in first:
                 result[key] = first[key]
         result["timing_note"] = shapes[0].get("timing_note")
+        result["per_run"] = [_run_detail(s) for s in shapes]  # the second run's too
     return result
+
+
+def _run_detail(shape: dict[str, Any]) -> dict[str, Any]:
+    """One timed run's lead, host call and witness, to tell a slower kernel (the kernel
+    records move with the events) from a timing bias (only the events move)."""
+    first = (shape.get("rounds") or [{}])[0].get("candidate") or {}
+    seen = first.get("witness") or {}
+    return {
+        "median_ms": (shape.get("candidate") or {}).get("median_ms"),
+        "lead_ms": first.get("lead_ms"),
+        "host_call_ms": first.get("host_call_ms"),
+        "records_ms": seen.get("median_ms"),
+        "records_vs_events": seen.get("rel_diff"),
+        "launch_gap_us": seen.get("launch_gap_us"),
+        "lead_raised_ms": seen.get("lead_raised_ms"),
+        "sm_clock_mhz": ((first.get("clocks") or {}).get("sm_clock_mhz") or {}).get("median"),
+    }
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -438,7 +456,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--results", action="store_true", help="append to bench/RESULTS.md")
     parser.add_argument("--table", type=Path, default=None, help="write the RESULTS section here")
+    parser.add_argument(
+        "--timing-backends", default=",".join(SOLUTIONS), help="timing: these backends"
+    )
+    parser.add_argument("--timing-repeat", type=int, default=1, help="timing: checks per backend")
     args = parser.parse_args(argv)
+    unknown = set(args.timing_backends.split(",")) - set(SOLUTIONS) - {""}
+    if unknown:
+        print(f"check_speed: --timing-backends: unknown {sorted(unknown)}", file=sys.stderr)
+        return 2
     if args.baseline is not None and not (args.baseline / "harness").is_dir():
         print(f"check_speed: {args.baseline} is not a ctxkernel tree", file=sys.stderr)
         return 2
@@ -506,10 +532,13 @@ def main(argv: list[str] | None = None) -> int:
             doc["pool"]["baseline, 1 slot"] = pool(args.baseline, 1, 8)
     if "timing" in parts and gpu:
         doc["timing"] = {}
-        for backend in SOLUTIONS:
-            doc["timing"][f"ours {backend}"] = timing(REPO, backend)
-            if args.baseline is not None:
-                doc["timing"][f"baseline {backend}"] = timing(args.baseline, backend)
+        backends = [b for b in args.timing_backends.split(",") if b]
+        for repeat in range(args.timing_repeat):
+            tail = f" #{repeat + 1}" if args.timing_repeat > 1 else ""
+            for backend in backends:
+                doc["timing"][f"ours {backend}{tail}"] = timing(REPO, backend)
+                if args.baseline is not None:
+                    doc["timing"][f"baseline {backend}{tail}"] = timing(args.baseline, backend)
     doc["script_s"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(doc, indent=1, default=str)
     print(text)

@@ -38,7 +38,7 @@ case "$PART" in
       tar -xJf .whl/cu13-content.tar.xz -C $SITE
     fi
     [ -d "$SITE/nvidia_cutlass_dsl" ] && export PYTHONPATH="$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}"
-    ARGS+=(--only timing) ;;
+    ARGS+=(--only timing ${TIMING_ARGS:-}) ;;  # e.g. TIMING_ARGS="--timing-repeat 2"
   *) echo "usage: bench/gpu_speed.sh speed|bench|timing [OUT_DIR]"; exit 2 ;;
 esac
 $PY bench/check_speed.py "${ARGS[@]}" > "$OUT_DIR/$PART.log" 2> "$OUT_DIR/$PART.err"
