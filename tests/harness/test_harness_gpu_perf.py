@@ -86,3 +86,19 @@ def test_the_witness_times_the_vector_add_beside_the_events_and_the_reference_is
     shape = next(r for r in again.rungs if r.name == "benchmark").details["shapes"][0]
     assert shape["rounds"][0]["reference"].get("cached"), shape["rounds"][0]
     assert "its timing cached" in shape["timing_note"]
+
+
+@pytest.mark.parametrize("solution", ["solution_triton.py", "solution_cuda.py"])
+def test_the_events_agree_with_the_kernel_records_at_two_to_the_28(solution: str) -> None:
+    """Issue 14's timing line, per run: with the flush counted as lead, the CUDA C++ and
+    Triton vector adds' event medians were 1.3-5.5 % above their kernel records (which
+    stayed within 0.8 % of ncu) in 5 of 10 runs on an H200; the 4 runs whose spin alone
+    covered the host call were within 0.6 %. Two runs in one check."""
+    n = 1 << 28
+    options = _bench_options(bench_shapes=[{"n": n}, {"n": n}])
+    verdict = check(EXAMPLES / "vector_add", EXAMPLES / "vector_add" / solution, options)
+    assert verdict.ok, verdict.feedback()
+    shapes = next(r for r in verdict.rungs if r.name == "benchmark").details["shapes"]
+    for shape in shapes:
+        seen = shape["rounds"][0]["candidate"]["witness"]
+        assert seen["rel_diff"] < 0.015, (seen, shape["timing_note"])
