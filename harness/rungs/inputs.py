@@ -273,9 +273,8 @@ class Inputs:
         """Where a GPU measures the library share: the largest benchmark shape that is not
         huge (``SHARE_MAX_SIZE``, ``SHARE_MAX_BYTES`` of inputs), since at the tiny checked
         sizes every kernel is a ~2 us launch and a small epilogue would look like a third
-        of the work; None: the
-        largest checked shape. Problems whose default shapes are fitted to the device
-        (KernelBench) use those."""
+        of the work; None: the largest checked shape. Problems whose default shapes are
+        fitted to the device (KernelBench) use those."""
         if self.problem.device_shapes is not None:
             return None
         largest = shape_size(self.shapes[self.largest_shape_index()])
