@@ -130,6 +130,7 @@ class Inputs:
         self._output_bytes: dict[int, list[int]] = {}
         self._facts: ReferenceFacts | None = None
         self._unseen: list[dict[str, Any]] | None = None
+        self._weighed: dict[str, int] = {}  # ``_input_bytes``, by the shape's repr
 
     def make(
         self,
@@ -289,14 +290,17 @@ class Inputs:
 
     def _input_bytes(self, shape: dict[str, Any]) -> int:
         """The bytes of the tensors ``generate_input`` makes for ``shape`` (0 if it fails:
-        the call that uses the shape reports that)."""
-        try:
-            made = self.problem.generate_input(0, shape, self.device)
-        except Exception:
-            return 0
-        return sum(
-            t.numel() * t.element_size() for t in flatten(made) if isinstance(t, torch.Tensor)
-        )
+        the call that uses the shape reports that); generated once per shape and check."""
+        key = repr(sorted(shape.items()))  # a size may be a list
+        if key not in self._weighed:
+            try:
+                made = self.problem.generate_input(0, shape, self.device)
+            except Exception:
+                made = ()
+            self._weighed[key] = sum(
+                t.numel() * t.element_size() for t in flatten(made) if isinstance(t, torch.Tensor)
+            )
+        return self._weighed[key]
 
     def largest_shape_index(self) -> int:
         return max(range(len(self.shapes)), key=lambda i: shape_size(self.shapes[i]))

@@ -18,7 +18,7 @@ from harness.rungs.compile import CompileRung
 from harness.rungs.ladder import Ladder
 from harness.rungs.precheck import PreCheckRung
 from harness.runner import LocalRunner, RunOptions, check
-from harness.verdict import RungResult
+from harness.verdict import RungResult, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,14 +101,19 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
     return False
 
 
-def test_the_worker_started_ahead_is_the_one_the_benchmark_loads() -> None:
-    probe = _Probe(use=True)
-    verdict = check(
+def _check_with(probe: _Probe) -> Verdict:
+    """The vector add example through pre-checks, compile and ``probe``."""
+    return check(
         EXAMPLES / "vector_add",
         EXAMPLES / "vector_add" / "solution_triton.py",
         _options(),
         runner=LocalRunner(Ladder([PreCheckRung(), CompileRung(), probe])),
     )
+
+
+def test_the_worker_started_ahead_is_the_one_the_benchmark_loads() -> None:
+    probe = _Probe(use=True)
+    verdict = _check_with(probe)
     assert verdict.ok, [(r.name, r.reason) for r in verdict.rungs]
     assert probe.seen["ahead_at"] == ["compiled"]  # after the compile rung, before any aux
     assert probe.seen["same"] and probe.seen["loaded"], probe.seen
@@ -120,12 +125,7 @@ def test_the_worker_started_ahead_is_the_one_the_benchmark_loads() -> None:
 
 def test_a_worker_started_ahead_and_never_used_ends_with_the_check() -> None:
     probe = _Probe(use=False)
-    verdict = check(
-        EXAMPLES / "vector_add",
-        EXAMPLES / "vector_add" / "solution_triton.py",
-        _options(),
-        runner=LocalRunner(Ladder([PreCheckRung(), CompileRung(), probe])),
-    )
+    verdict = _check_with(probe)
     assert verdict.ok
     assert _gone(int(probe.seen["pid"]))
 
