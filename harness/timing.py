@@ -11,7 +11,10 @@ snapshot. The protocol (``bench``), per timed call:
    ``l2="hot"``) and a spin kernel sized to the call's measured host time (guards,
    Python, launch), queued *before* the start event, so the GPU is still busy when the
    launch arrives and the events time the kernel, not the launch path;
-3. ``start`` event, the call, ``end`` event on the current stream, a full device
+3. ``start`` event, the call, and a query of ``start``: reached already when the call
+   returned, the GPU may have waited for the launch, so the call is not counted and the
+   lead is doubled (up to ``MAX_LEAD_S``; at the cap the calls count, and say so);
+   ``end`` event on the current stream, a full device
    synchronise (all streams), then ``end_dev``: ``end_dev - end`` is work that escaped
    the timed stream (side streams), ``host - event`` the wall-clock cross-check; both are
    compared with the same sequence around a harness kernel (the calibration);
@@ -47,6 +50,7 @@ _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _elapsed_time = torch.cuda.Event.elapsed_time
 _record = torch.cuda.Event.record
+_query = torch.cuda.Event.query
 _event_synchronize = torch.cuda.Event.synchronize
 _Tensor = torch.Tensor
 _isinstance = isinstance
@@ -54,6 +58,7 @@ _CUDAGraph = getattr(torch.cuda, "CUDAGraph", None)
 
 FLUSH_MIN_BYTES = 256 << 20  # triton.testing.do_bench's cache buffer
 SPIN_S = 50e-6  # hot-L2 mode: GPU busy ahead of the launch
+MAX_LEAD_S = 5e-3  # the lead is lengthened up to this when a launch was not covered
 CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 KEEP_MAX = 32
 
@@ -380,10 +385,11 @@ class Bench:
     def set_lead(self, l2: str, host_call_s: float) -> None:
         """How long the GPU must stay busy ahead of a call so the launch is queued before
         the start event is reached: 1.5x the call's host time (guards, Python, launch)
-        plus 30 us, at most 2 ms. The flush is not counted as lead: on an H200, with the
-        spin cut to what a 0.23 ms flush did not cover, the CUDA C++ and Triton vector
-        adds' events were 1.3-5.5 % above their kernel records in 5 of 10 runs; the 4 runs
-        whose spin alone covered the host call stayed within 0.6 %."""
+        plus 30 us, at most 2 ms; ``run`` doubles it when a call's launch was not covered
+        (``_covered``). The flush is not counted as lead: on an H200 (bench/timing_probe.py)
+        the flush alone left the GPU waiting 6-150 us for the vector adds' launches, and
+        even 1.5x the host call was short in one pass of twelve (a 44 us wait, events 6 %
+        above the kernel records), while 0.5 ms of spin was covered in every pass."""
         if self.device != "cuda":
             self.lead_s = 0.0
             return
@@ -409,10 +415,16 @@ class Bench:
     def _harness_kernel(self, _: Any) -> Any:
         return self.scratch.add_(1.0)
 
+    def _covered(self, start: Any) -> bool:
+        """Whether the GPU had not reached ``start`` yet when the call returned: then every
+        launch of the call was queued behind the lead, and the events time the kernels."""
+        return self.device != "cuda" or not _query(start)
+
     def _one(
         self, fn: Callable[[Any], Any], inputs: Any, l2: str
-    ) -> tuple[float, float, float, Any]:
-        """(event ms, device-inclusive ms, host ms, output) of one timed call."""
+    ) -> tuple[float, float, float, Any, bool]:
+        """(event ms, device-inclusive ms, host ms, output, launch covered) of one timed
+        call."""
         start, end, end_dev = (
             _Event(enable_timing=True),
             _Event(enable_timing=True),
@@ -422,6 +434,7 @@ class Bench:
         self._busy_ahead(l2)
         _record(start)
         out = fn(inputs)
+        covered = self._covered(start)
         _record(end)
         _synchronize()
         t1 = _perf_counter()
@@ -432,13 +445,14 @@ class Bench:
             _elapsed_time(start, end_dev),
             (t1 - t0) * 1e3,
             out,
+            covered,
         )
 
     def calibrate(self, l2: str, n: int) -> dict[str, float]:
         """The gaps of the protocol itself, around a harness kernel."""
         dev_gap, wall_gap = [], []
         for _ in range(max(3, n)):
-            ev, dev, host, _ = self._one(self._harness_kernel, None, l2)
+            ev, dev, host, _, _ = self._one(self._harness_kernel, None, l2)
             dev_gap.append(dev - ev)
             wall_gap.append(host - ev)
         return {
@@ -513,11 +527,21 @@ class Bench:
         started = _perf_counter()
         stop = None
         loop_walls: list[float] = []
+        lead_start_s = self.lead_s
+        uncovered = {"dropped": 0, "counted": 0}
         while stop is None:
             t_iter = _perf_counter()
             inputs = make(index)
             _synchronize()  # generation done: only the flush is ahead of the call
-            ev, dev, wall, out = self._one(runner, inputs, config.l2)
+            ev, dev, wall, out, covered = self._one(runner, inputs, config.l2)
+            if not covered:
+                if self.lead_s < MAX_LEAD_S:  # the GPU may have waited: a longer lead, again
+                    self.lead_s = min(MAX_LEAD_S, 2 * self.lead_s + 20e-6)
+                    uncovered["dropped"] += 1
+                    del out, inputs
+                    index += 1
+                    continue
+                uncovered["counted"] += 1
             events.append(ev)
             device.append(dev)
             host.append(wall)
@@ -553,6 +577,8 @@ class Bench:
             "host_call_ms": host_call_s * 1e3,
             "flush_ms": self.flush_s * 1e3,
             "lead_ms": self.lead_s * 1e3,
+            "lead_start_ms": lead_start_s * 1e3,
+            "uncovered": uncovered,
             "mode": "graph" if graph_note is None and config.mode == "graph" else "events",
             "graph_note": graph_note,
             "persisting_l2": l2_state,

@@ -382,6 +382,8 @@ def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, 
             "host_call_ms": report.get("host_call_ms"),
             "flush_ms": report.get("flush_ms"),
             "lead_ms": report.get("lead_ms"),
+            "lead_start_ms": report.get("lead_start_ms"),
+            "uncovered": report.get("uncovered"),
             "calibration": report.get("calibration"),
             "escape": {k: v for k, v in escape.items() if k != "inclusive_ms"},
             "clocks": report.get("clocks"),
@@ -405,6 +407,17 @@ def _mode_words(report: dict[str, Any]) -> str:
         f"events per call, GPU kept busy ahead of each launch (flush {report.get('flush_ms') or 0:.3g} ms "
         f"+ spin {report.get('lead_ms') or 0:.3g} ms vs a {report.get('host_call_ms') or 0:.3g} ms host call)"
     )
+    uncovered = report.get("uncovered") or {}
+    if uncovered.get("dropped"):
+        words += (
+            f"; lengthened from {report.get('lead_start_ms') or 0:.3g} ms after "
+            f"{uncovered['dropped']} launch(es) the lead did not cover (those calls not counted)"
+        )
+    if uncovered.get("counted"):
+        words += (
+            f"; {uncovered['counted']} call(s) counted with the launch not covered even by the "
+            f"longest lead: their events include the host path (does the call wait for the GPU?)"
+        )
     if report.get("graph_note"):
         words += f" ({report['graph_note']})"
     return words

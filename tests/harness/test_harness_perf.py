@@ -157,6 +157,49 @@ def test_work_left_on_a_side_stream_is_caught_and_timed(fake_gpu: FakeGPU) -> No
     assert benchstats.summarize(found["inclusive_ms"]).median == pytest.approx(0.751, abs=0.01)
 
 
+def test_a_launch_the_lead_did_not_cover_is_not_counted_and_the_lead_grows(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose host path (0.15 ms) outlasts the lead leaves the GPU waiting, and its
+    events count the wait: such calls are dropped and the lead doubled until it covers."""
+    from harness.rungs.benchmark import _mode_words
+
+    bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+    host_s = 0.15e-3
+    monkeypatch.setattr(timing.Bench, "_covered", lambda self, start: self.lead_s >= host_s)
+
+    def kernel(inputs: Any) -> torch.Tensor:
+        fake_gpu.now += 0.5 + max(0.0, host_s - bench.lead_s) * 1e3  # the wait, then the kernel
+        return inputs
+
+    report, _ = bench.run(kernel, lambda i: torch.ones(4), _config())
+    assert report["uncovered"] == {"dropped": 4, "counted": 0}  # 0 -> 0.02 -> 0.06 -> 0.14 -> 0.3
+    assert report["lead_start_ms"] == 0 and report["lead_ms"] == pytest.approx(0.3)
+    assert max(report["events_ms"]) == pytest.approx(0.5)  # no wait was counted
+    assert "after 4 launch(es) the lead did not cover" in _mode_words(report)
+
+
+def test_a_call_never_covered_is_counted_at_the_longest_lead_and_said(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that waits for the GPU itself is never covered: the lead stops at
+    ``MAX_LEAD_S``, the calls are timed as they are, and the verdict's words say so."""
+    from harness.rungs.benchmark import _mode_words
+
+    bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
+    monkeypatch.setattr(timing.Bench, "_covered", lambda self, start: False)
+
+    def kernel(inputs: Any) -> torch.Tensor:
+        fake_gpu.now += 0.5
+        return inputs
+
+    report, _ = bench.run(kernel, lambda i: torch.ones(4), _config())
+    assert report["lead_ms"] == pytest.approx(timing.MAX_LEAD_S * 1e3)
+    assert report["uncovered"]["dropped"] == 8
+    assert report["uncovered"]["counted"] == len(report["events_ms"]) >= 10
+    assert "counted with the launch not covered" in _mode_words(report)
+
+
 def test_keep_priority_is_a_stable_bottom_k() -> None:
     kept = timing._Kept(key=5, budget=3 * 32)
     for i in range(50):
