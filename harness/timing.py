@@ -388,7 +388,7 @@ class Bench:
         plus 30 us, at most 2 ms; ``run`` doubles it when a call's launch was not covered
         (``_covered``). The flush is not counted as lead: on an H200 (bench/timing_probe.py)
         the flush alone left the GPU waiting 6-150 us for the vector adds' launches, and
-        even 1.5x the host call was short in one pass of twelve (a 44 us wait, events 6 %
+        even 1.5x the host call was short in 2 passes of 18 (a 44 us wait, events 6 %
         above the kernel records), while 0.5 ms of spin was covered in every pass."""
         if self.device != "cuda":
             self.lead_s = 0.0
