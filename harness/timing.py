@@ -58,7 +58,7 @@ _CUDAGraph = getattr(torch.cuda, "CUDAGraph", None)
 
 FLUSH_MIN_BYTES = 256 << 20  # triton.testing.do_bench's cache buffer
 SPIN_S = 50e-6  # hot-L2 mode: GPU busy ahead of the launch
-MAX_LEAD_S = 5e-3  # the lead is lengthened up to this when a launch was not covered
+MAX_LEAD_S = witness.MAX_LEAD_S  # the longest lead, whoever lengthens it (witness or run)
 CUDA_LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
 KEEP_MAX = 32
 

@@ -29,7 +29,7 @@ DISAGREE = 0.03  # the witness and the events differ by more than this: said in 
 CALLS = 12
 GAP_FLOOR_S = 2e-6  # launch gaps under this are the GPU's own scheduling, not a short lead
 GAP_SHARE = 0.01  # ...and under this share of the kernel time
-MAX_LEAD_S = 5e-3
+MAX_LEAD_S = 5e-3  # the longest lead (also the cap of timing.Bench.run's doubling)
 
 
 def observe(
