@@ -103,7 +103,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGPU:
 
     def busy(self: timing.Bench, l2: str) -> None:
         original(self, l2)
-        gpu.now += 0.09  # the flush
+        gpu.now += 0.09 + self.lead_s * 1e3  # the flush, then the spin
 
     monkeypatch.setattr(timing.Bench, "_busy_ahead", busy)
     monkeypatch.setattr(
@@ -176,6 +176,7 @@ def test_a_launch_the_lead_did_not_cover_is_not_counted_and_the_lead_grows(
     assert report["uncovered"] == {"dropped": 4, "counted": 0}  # 0 -> 0.02 -> 0.06 -> 0.14 -> 0.3
     assert report["lead_start_ms"] == 0 and report["lead_ms"] == pytest.approx(0.3)
     assert max(report["events_ms"]) == pytest.approx(0.5)  # no wait was counted
+    assert not timing.escape_findings(report)["escaped"]  # the longer spin is no escaped work
     assert "after 4 launch(es) the lead did not cover" in _mode_words(report)
 
 
