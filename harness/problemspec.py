@@ -5,6 +5,10 @@ it becomes a ``Problem``. The ``Tolerance`` policy lives here too: defaults by o
 dtype (fp32 tight; tf32/bf16/fp16/fp8 looser with PSNR and cosine-similarity floors),
 overridden per problem. Also the helpers every format's loader uses: importing a problem
 file in isolation, calling a generator on a device.
+
+A native problem file's settings are checked right after its import (``check_settings``):
+``SHAPES = "n=1"``, a shape of strings or ``FORBIDDEN = "add"`` is one ``ProblemError``
+naming the setting and what it expects, not a traceback from deep inside the loader.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import contextlib
 import hashlib
 import importlib.util
 import inspect
+import keyword
+import numbers
+import reprlib
 import shutil
 import sys
 import types
@@ -193,6 +200,110 @@ def isolated_import_path(paths: list[Path], shadow: tuple[str, ...]) -> Iterator
         for name in shadow:
             sys.modules.pop(name, None)
         sys.modules.update(saved_modules)
+
+
+# -- a native problem file's settings ------------------------------------------------------
+
+_SHAPE_EXAMPLE = '[{"n": 1024}, {"n": 4097}]'
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 40
+
+
+def _got(value: Any) -> str:
+    return "got None" if value is None else f"got {_short.repr(value)} (a {type(value).__name__})"
+
+
+def _size_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be one size of a shape (None: it can). A size is an int (or a
+    list of ints); a float or a word (``"bf16"``) passes through to ``generate_input``."""
+    if isinstance(value, bool):
+        return f"expected an int size, {_got(value)}"
+    if isinstance(value, (numbers.Integral, float)):
+        return None
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return None  # a name, like a dtype
+        return f"expected an int size, got the string {value!r} (write it without quotes)"
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
+    ):
+        return None
+    return f"expected an int size (or a list of ints), {_got(value)}"
+
+
+def check_shapes(setting: str, value: Any) -> str | None:
+    """What is wrong with a ``SHAPES``-like setting (a list of dicts of sizes), or None."""
+    if not isinstance(value, (list, tuple)):
+        return f"{setting}: expected a list of shapes, each a dict of sizes like {_SHAPE_EXAMPLE}; {_got(value)}"
+    for index, shape in enumerate(value):
+        where = f"{setting}[{index}]"
+        if not isinstance(shape, dict):
+            return f'{where}: expected a dict of sizes like {{"n": 1024}}; {_got(shape)}'
+        for key, size in shape.items():
+            if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
+                return f"{where}: the key {key!r} is not a Python name (sizes are passed to generate_input by name)"
+            problem = _size_problem(size)
+            if problem:
+                return f"{where}[{key!r}]: {problem}"
+    return None
+
+
+_MANY = (list, tuple, set, frozenset)  # not a str, whose characters would be the items
+
+
+def _names(setting: str, value: Any) -> str | None:
+    if isinstance(value, _MANY) and all(isinstance(v, str) for v in value):
+        return None
+    return f'{setting}: expected a list of names like ["add", "aten::exp"]; {_got(value)}'
+
+
+def _seeds(setting: str, value: Any) -> str | None:
+    if isinstance(value, (list, tuple, range)) and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
+    ):
+        return None
+    return f"{setting}: expected a list of int seeds, one per shape; {_got(value)}"
+
+
+def _tolerance(setting: str, value: Any) -> str | None:
+    if value is None or isinstance(value, dict):
+        return None
+    return f'{setting}: expected a dict like {{"atol": 1e-3, "rtol": 1e-3}}; {_got(value)}'
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str | None]:
+    def check(setting: str, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and value in choices):
+            return None
+        return f"{setting}: expected one of {', '.join(map(repr, choices))}; {_got(value)}"
+
+    return check
+
+
+_SETTINGS: dict[str, Callable[[str, Any], str | None]] = {
+    "SHAPES": check_shapes,
+    "BENCH_SHAPES": check_shapes,
+    "SEEDS": _seeds,
+    "FORBIDDEN": _names,
+    "ALLOW_LIBRARY": _names,
+    "TOLERANCE": _tolerance,
+    "PRECISION": _one_of(tuple(DEFAULT_TOLERANCES)),
+    "BENCH_L2": _one_of(("flush", "hot")),
+}
+
+
+def check_settings(module: types.ModuleType, path: Path) -> None:
+    """Raise one ``ProblemError`` for the first setting of a native problem file whose
+    type is wrong, naming the setting and what it expects."""
+    for setting, check in _SETTINGS.items():
+        if hasattr(module, setting):
+            problem = check(setting, getattr(module, setting))
+            if problem:
+                raise ProblemError(f"{path.name}: {problem}")
+    if isinstance(getattr(module, "SHAPES", None), (list, tuple)) and not module.SHAPES:
+        raise ProblemError(f"{path.name}: SHAPES is empty (expected e.g. {_SHAPE_EXAMPLE})")
 
 
 def import_file(path: Path, prefix: str) -> types.ModuleType:

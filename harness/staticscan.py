@@ -6,6 +6,15 @@ kernel functions -- decorated with a backend's ``jit_decorators`` (``@triton.jit
 ``@cute.jit``, ...; the backend registry lists them) or any decorator named ``*jit`` --
 are exempt from the forbidden-op rules (``tl.dot`` and ``a @ b`` there are the kernel).
 The rule table is in ``rungs/precheck.py``.
+
+A forbidden op is matched where torch (or numpy) is named: ``torch.add``, an alias of it,
+``torch.ops.aten.add`` (an ATen op the problem forbids), ``torch.Tensor.add(x, y)``; and
+as a method, ``x.add(y)``, when ``x`` may be a tensor. The method names are ordinary
+Python ones too (``set.add``), so a receiver that is a Python container is not one: a
+set, dict or list display or constructor written at the call, or a name (or ``self``
+attribute) that every binding in the file gives such a value (``seen = set()``). A name
+bound any other way anywhere (a parameter, a loop variable, ``x = inputs[0]``) may be a
+tensor, so the rule stays on for it.
 """
 
 from __future__ import annotations
@@ -92,6 +101,142 @@ _CACHE_DECORATORS = _words(
 )
 _GENERIC_JIT = ("jit",)  # any decorator whose name ends in jit (numba.jit, a bare @jit)
 _KEY_ATTRS = {"data_ptr", "_version", "untyped_storage", "storage", "_cdata"}
+_CONTAINER_BUILTINS = frozenset({"set", "dict", "list", "frozenset", "bytearray"})
+_CONTAINER_CALLS = _words(
+    "collections.Counter collections.OrderedDict collections.defaultdict collections.deque "
+)
+# calls that reach a module's names by string: a name bound through them is not seen
+_NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
+
+
+def _aten_op(name: str) -> str | None:
+    """``torch.ops.aten.add.Tensor`` -> ``aten::add``."""
+    parts = name.split(".")
+    if len(parts) >= 4 and parts[:3] == ["torch", "ops", "aten"]:
+        return "aten::" + parts[3]
+    return None
+
+
+class _Containers:
+    """Names, and attributes, that only ever hold a Python container in this file.
+
+    Flow- and scope-blind on purpose: a name counts only if every binding of it anywhere
+    (assignment, parameter, loop target, import, ``with ... as``...) is a container
+    display or constructor, so no path through the code can give it a tensor.
+    """
+
+    def __init__(self, tree: ast.AST) -> None:
+        self.imported: dict[str, str] = {}
+        bindings: list[tuple[str, str, ast.expr | None]] = []  # kind, name, value
+        names_hidden = attrs_hidden = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    self.imported[alias.asname or top] = alias.name if alias.asname else top
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name == "*":
+                        names_hidden = True
+                    self.imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in _NAMESPACE_CALLS:
+                    names_hidden = True
+                elif node.func.id == "setattr" and len(node.args) >= 2:
+                    attr = node.args[1]
+                    if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                        value = node.args[2] if len(node.args) > 2 else None
+                        bindings.append(("attr", attr.value, value))
+                    else:
+                        attrs_hidden = True
+            bindings += _bindings(node)
+        self.bound = {name for kind, name, _ in bindings if kind == "name"} | set(self.imported)
+        names: dict[str, bool] = {}
+        attrs: dict[str, bool] = {}
+        for kind, name, value in bindings:
+            table = names if kind == "name" else attrs
+            table[name] = table.get(name, True) and value is not None and self.holds(value)
+        self.names = set() if names_hidden else {n for n, ok in names.items() if ok}
+        self.attrs = set() if attrs_hidden else {a for a, ok in attrs.items() if ok}
+
+    def holds(self, expr: ast.expr) -> bool:
+        """Whether ``expr`` makes a set, dict or list (a display or a constructor)."""
+        if isinstance(expr, (ast.Set, ast.Dict, ast.List, ast.SetComp, ast.DictComp, ast.ListComp)):
+            return True
+        if not isinstance(expr, ast.Call):
+            return False
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id in _CONTAINER_BUILTINS:
+            return func.id not in self.bound  # not a ``set`` of the candidate's own
+        parts: list[str] = []
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id not in self.imported:
+            return False
+        return ".".join([self.imported[func.id], *reversed(parts)]) in _CONTAINER_CALLS
+
+    def container(self, expr: ast.expr) -> bool:
+        """Whether a method's receiver is a Python container, never a tensor."""
+        if isinstance(expr, ast.Constant) or self.holds(expr):
+            return True
+        if isinstance(expr, ast.Name):
+            return expr.id in self.names
+        return (
+            isinstance(expr, ast.Attribute)
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id == "self"
+            and expr.attr in self.attrs
+        )
+
+
+def _bindings(node: ast.AST) -> list[tuple[str, str, ast.expr | None]]:
+    """What ``node`` binds: (``"name"`` or ``"attr"``, the name, the value or None when
+    the value is not one expression of its own (a parameter, a loop target...))."""
+    out: list[tuple[str, str, ast.expr | None]] = []
+
+    def bind(target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            out.append(("name", target.id, value))
+        elif isinstance(target, ast.Attribute):
+            out.append(("attr", target.attr, value))
+        elif isinstance(target, ast.Starred):
+            bind(target.value, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            starred = any(isinstance(e, ast.Starred) for e in target.elts)
+            if values is not None and len(values) == len(target.elts) and not starred:
+                for elt, item in zip(target.elts, values, strict=True):
+                    bind(elt, item)
+            else:
+                for elt in target.elts:
+                    bind(elt, None)
+
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            bind(target, node.value)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        if node.value is not None:
+            bind(node.target, node.value)
+    elif isinstance(node, ast.NamedExpr):
+        bind(node.target, node.value)
+    elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        bind(node.target, None)
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        bind(node.optional_vars, None)
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        out.append(("name", node.name, None))
+    elif isinstance(node, ast.arguments):
+        every = [*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg]
+        out += [("name", a.arg, None) for a in every if a is not None]
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            out.append(("name", alias.asname or alias.name.split(".")[0], None))
+    elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        out.append(("name", node.name, None))
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        out.append(("name", node.rest, None))
+    return out
 
 
 @dataclass
@@ -132,6 +277,7 @@ class _Scanner(ast.NodeVisitor):
         self.class_stack: list[str] = []
         self.function_stack: list[str] = []
         self.identity_names: set[str] = set()
+        self.containers: _Containers | None = None  # set by ``scan`` before the walk
 
     # -- helpers -------------------------------------------------------------------
 
@@ -141,6 +287,27 @@ class _Scanner(ast.NodeVisitor):
         if any(f.rule == rule and f.line == line and f.message == message for f in self.findings):
             return
         self.findings.append(Finding(rule, name, severity, line, message, code))
+
+    def may_be_tensor(self, receiver: ast.expr) -> bool:
+        """Whether ``receiver.add(...)`` may be torch's method (not ``set.add``)."""
+        return self.containers is None or not self.containers.container(receiver)
+
+    def forbidden_method(self, node: ast.Call, imported: bool, name: str) -> str | None:
+        """``.add`` for ``x.add(...)`` on what may be a tensor, or for ``torch.Tensor.add``."""
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr not in self.policy.methods:
+            return None
+        if imported:
+            return "." + func.attr if name == "torch.Tensor." + func.attr else None
+        return "." + func.attr if self.may_be_tensor(func.value) else None
+
+    def forbidden_aten(self, name: str) -> str | None:
+        """The ATen op ``torch.ops.aten.<op>...`` names, when the problem forbids it (ops
+        forbidden only because the reference runs them are left to the run-time check)."""
+        op = _aten_op(name)
+        if op and op in self.policy.aten and op not in self.policy.recorded:
+            return op
+        return None
 
     def dotted(self, expr: ast.AST) -> tuple[str | None, bool]:
         """Canonical dotted name of an expression, and whether its base was imported."""
@@ -408,6 +575,15 @@ class _Scanner(ast.NodeVisitor):
                     node,
                     f"uses {name} (forbidden by the problem: {self.policy.explain(name)})",
                 )
+            op = self.forbidden_aten(name) if name and imported and not self.jit_depth else None
+            if op:
+                self.add(
+                    "P101",
+                    "forbidden-op",
+                    "error",
+                    node,
+                    f"uses torch.ops.aten.{op[6:]} (forbidden by the problem: {self.policy.explain(op)})",
+                )
             if node.attr in _FRAME_ATTRS:
                 self.add(
                     "P402",
@@ -506,7 +682,8 @@ class _Scanner(ast.NodeVisitor):
             return None
         name, imported = self.dotted(node.func)
         if name is None:
-            return None
+            method = self.forbidden_method(node, False, "")
+            return f"{method}()" if method else None
         if name in ("ref_kernel", "Model") or name.endswith(".ref_kernel"):
             return name
         if imported and (
@@ -514,43 +691,49 @@ class _Scanner(ast.NodeVisitor):
             or any(name in g.calls for g in GROUPS.values() if g is not GROUPS["add"])
         ):
             return name
-        if (
-            not imported
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in (self.policy.methods or {"matmul", "softmax", "mm", "bmm"})
+        if imported and self.forbidden_aten(name):
+            return name
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in (
+            self.policy.methods or {"matmul", "softmax", "mm", "bmm"}
         ):
-            return f".{node.func.attr}()"
+            on_tensor = (
+                name == "torch.Tensor." + func.attr if imported else self.may_be_tensor(func.value)
+            )
+            return f".{func.attr}()" if on_tensor else None
         return None
 
     def visit_Call(self, node: ast.Call) -> None:
         name, imported = self.dotted(node.func)
         if name is not None:
             self._call(node, name, imported)
+        elif not self.jit_depth:  # a method on what no name holds: ``inputs[0].add(y)``
+            self._method_call(node, False, "")
         self.generic_visit(node)
+
+    def _method_call(self, node: ast.Call, imported: bool, canon: str) -> None:
+        method = self.forbidden_method(node, imported, canon)
+        if method:
+            self.add(
+                "P101",
+                "forbidden-op",
+                "error",
+                node,
+                f"calls {'torch.Tensor' if imported else ''}{method}() (forbidden by the problem: {self.policy.explain(method)})",
+            )
 
     def _call(self, node: ast.Call, name: str, imported: bool) -> None:
         canon = canonical_name(name) if imported else name
         builtin = not imported and "." not in name
         if not self.jit_depth:
-            if imported and canon in self.policy.calls:
-                pass  # reported by visit_Attribute / visit_Name
-            elif (
-                not imported
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in self.policy.methods
-            ):
-                self.add(
-                    "P101",
-                    "forbidden-op",
-                    "error",
-                    node,
-                    f"calls .{node.func.attr}() (forbidden by the problem: {self.policy.explain('.' + node.func.attr)})",
-                )
+            if not (imported and canon in self.policy.calls):  # those: visit_Attribute / visit_Name
+                self._method_call(node, imported, canon)
             if (
                 builtin
                 and name == "getattr"
                 and len(node.args) >= 2
                 and isinstance(node.args[1], ast.Constant)
+                and self.may_be_tensor(node.args[0])
             ):
                 attr = str(node.args[1].value)
                 if attr in self.policy.methods or any(
@@ -731,6 +914,7 @@ def scan(
         )
     _link_parents(tree)
     scanner = _Scanner(source, policy, entry, entry_kind)
+    scanner.containers = _Containers(tree)
     scanner.visit(tree)
     findings = scanner.findings
     if not scanner.entry_found:

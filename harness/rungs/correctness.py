@@ -4,9 +4,14 @@ Per shape, trial 1 sends new tensors; trials 2.. write new content into the same
 in place (same ``data_ptr``, ``id``, shape and ``_version``), so a replay cache keyed on
 any of them returns a stale result. Every element is compared in the parent
 (``metrics.compare``); GPU MODE problems also get their own ``check_implementation``
-(which decides there; both verdicts are named). A shape whose trials disagree fails as
-nondeterministic. The first trial of the first shape is the compile rung's ``FirstCall``
-when it produced an output.
+(which decides there; both verdicts are named). The first trial of the first shape is the
+compile rung's ``FirstCall`` when it produced an output.
+
+Each trial has its own seeded inputs, so trials that disagree do not yet say the kernel is
+nondeterministic: the first failing trial's inputs are made again from its seed and called
+once more. The same output again is a kernel wrong on some inputs ("fails on some inputs",
+naming the failing trials' seeds); a different output from the same input is
+"nondeterministic".
 
 Then what the candidate was never shown (``rungs/inputs.py``): two shapes derived from the
 checked ones with the secret (on a GPU a third between the checked and the benchmark
@@ -18,6 +23,7 @@ not which; the verdict lists the unseen shapes (``seeds``) once the check is ove
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,6 +38,19 @@ from .results import FirstCall
 if TYPE_CHECKING:
     from .context import LadderContext
     from .results import Earlier
+
+
+@dataclass
+class _Trial:
+    """What one trial of a shape gave."""
+
+    passed: bool
+    bad: Comparison | None
+    reason: str
+    stale: bool
+    label: str
+    seed: int
+    output: list[bytes]
 
 
 def _join(numbers: list[int]) -> str:
@@ -69,8 +88,7 @@ class CorrectnessRung:
         first = earlier.get(FirstCall)
         explain = ctx.findings.explain
         for shape_index in range(len(ctx.inputs.shapes)):
-            outcomes: list[tuple[bool, Comparison | None, str, bool, str]] = []
-            previous: list[bytes] | None = None
+            outcomes: list[_Trial] = []
             for trial in range(trials):
                 if shape_index == 0 and trial == 0 and first and not first.record.failed:
                     record = first.record
@@ -97,36 +115,41 @@ class CorrectnessRung:
                     not passed
                     and trial > 0
                     and bool(outcomes)
-                    and outcomes[-1][0]
-                    and previous is not None
-                    and current == previous
+                    and outcomes[-1].passed
+                    and current == outcomes[-1].output
                 )
-                outcomes.append((passed, bad, reason, stale, record.inputs.label))
-                previous = current
-            failed = [i for i, o in enumerate(outcomes) if not o[0]]
+                outcomes.append(
+                    _Trial(
+                        passed, bad, reason, stale, record.inputs.label, record.inputs.seed, current
+                    )
+                )
+            failed = [i for i, o in enumerate(outcomes) if not o.passed]
             if not failed:
                 continue
             worst = outcomes[failed[0]]
-            bad = worst[1]
-            details: dict[str, Any] = {"where": worst[4]}
+            bad = worst.bad
+            details: dict[str, Any] = {"where": worst.label}
             if bad is not None:
                 details["worst"] = bad.worst
                 details["tolerance"] = bad.tolerance.as_dict()
             metrics = bad.metrics() if bad is not None else combine(comparisons)
-            stale_outcome = next((o for o in outcomes if o[3]), None)
+            stale_outcome = next((o for o in outcomes if o.stale), None)
             if stale_outcome is not None:
                 reason = (
                     "returned a stale result when input content changed in place "
-                    f"(replay cache keyed on pointer/id/_version/shape?) ({stale_outcome[4]})"
+                    f"(replay cache keyed on pointer/id/_version/shape?) ({stale_outcome.label})"
                 )
             elif len(failed) < len(outcomes):
-                passed_ids = [i + 1 for i in range(len(outcomes)) if i not in failed]
-                reason = (
-                    f"nondeterministic: trial {_join([i + 1 for i in failed])}/{len(outcomes)} failed, "
-                    f"{_join(passed_ids)} passed (shape {shape_label(ctx.inputs.shapes[shape_index])}): {worst[2]}"
-                )
+                again = ctx.workers.call(ctx.inputs.make(shape_index, failed[0], record=False))
+                failure = call_failure(ctx, again)
+                if failure is not None:
+                    return RungResult.fail(self, failure[0], combine(comparisons), failure[1])
+                repeats = output_bytes(again.outputs[0]) == worst.output
+                details["seeds"] = [outcomes[i].seed for i in failed]
+                details["same_input_again"] = "same output" if repeats else "different output"
+                reason = _disagreement(outcomes, failed, repeats, ctx.inputs.shapes[shape_index])
             else:
-                reason = f"{worst[2]} ({worst[4]})"
+                reason = f"{worst.reason} ({worst.label})"
             return RungResult.fail(self, explain(reason), _short(metrics), details)
         unseen = ctx.inputs.unseen_shapes()
         extra = 0
@@ -192,6 +215,30 @@ class CorrectnessRung:
         return RungResult.fail(
             self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
         )
+
+
+def _disagreement(
+    outcomes: list[_Trial], failed: list[int], repeats: bool, shape: dict[str, Any]
+) -> str:
+    """Why a shape's trials disagree: its inputs (the failing input, called again, gave the
+    same output) or the kernel (the same input gave another output)."""
+    worst = outcomes[failed[0]]
+    passed = [i + 1 for i in range(len(outcomes)) if i not in failed]
+    seeds = [outcomes[i].seed for i in failed]
+    tally = (
+        f"trial {_join([i + 1 for i in failed])}/{len(outcomes)} "
+        f"(seed{'s' if len(seeds) > 1 else ''} {_join(seeds)}) failed, {_join(passed)} passed"
+    )
+    where = f"shape {shape_label(shape)}"
+    if repeats:
+        return (
+            f"fails on some inputs: {tally}; each trial has its own seeded inputs and "
+            f"trial {failed[0] + 1}'s gave the same output again ({where}): {worst.reason}"
+        )
+    return (
+        f"nondeterministic: the same input (trial {failed[0] + 1}, seed {worst.seed}) gave a "
+        f"different output when called again; {tally} ({where}): {worst.reason}"
+    )
 
 
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:
