@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .backends import backend_names, detect_backend, module_names
 from .errors import UsageError
+from .snapshot import read_regular, refuse_check_folder
 
 if TYPE_CHECKING:  # problem.py imports torch: the CLI detects a backend without it
     from .problem import Problem
@@ -101,11 +103,12 @@ def declared_backend(source: str) -> str | None:
 
 def load_candidate(path: str | Path, problem: Problem, backend: str | None = None) -> Candidate:
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise UsageError(f"candidate not found: {p}")
     if p.suffix != ".py":
         raise UsageError(f"{p}: a candidate is a .py file")
-    source = p.read_text(encoding="utf-8", errors="replace")
+    refuse_check_folder(p, "candidate")
+    source = read_regular(p, "candidate").decode("utf-8", errors="replace")
     declared = backend or declared_backend(source)
     if declared is not None and declared not in backend_names():
         raise UsageError(f"unknown backend {declared!r} (one of {', '.join(backend_names())})")

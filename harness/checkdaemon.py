@@ -53,6 +53,9 @@ from .checkserver import (
     secure_dir,
     send_frame,
     socket_address,
+    token_matches,
+    token_path,
+    write_token,
 )
 from .errors import UsageError
 from .workerenv import harness_root
@@ -136,6 +139,10 @@ class CheckServer:
         self.waiting: queue.Queue[_Request | None] = queue.Queue()
         self.stopping = threading.Event()
         self.main_ident = threading.main_thread().ident or 0
+        # the secret every request must carry, written before the socket exists: only this
+        # user's processes outside every sandbox can read it (workers see neither the folder
+        # nor, in none mode, any way to connect)
+        self.token = write_token(path)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # bind a private name, then rename it into place: a client never sees a socket
         # that does not listen yet, and a dead server's file is simply replaced
@@ -214,6 +221,7 @@ class CheckServer:
         with contextlib.suppress(OSError):
             if os.lstat(self.path).st_ino == self.inode:
                 os.unlink(self.path)
+                token_path(self.path).unlink()
         with contextlib.suppress(OSError):
             self.listener.close()
         while True:  # clients still waiting get an EOF (and check in-process)
@@ -268,6 +276,12 @@ class CheckServer:
                 send_frame(conn, {"type": "refused", "message": str(exc)})
                 return
             if doc is None:
+                return
+            if not token_matches(self.token, doc.get("token")):
+                self._log("refused a request without this server's token")
+                send_frame(
+                    conn, {"type": "refused", "message": "the request lacks this server's token"}
+                )
                 return
             kind = doc.get("type")
             if kind == "status":
@@ -453,15 +467,31 @@ def _applied(request: _Request) -> Iterator[None]:
 
 def _drop_foreign_modules(before: set[str]) -> None:
     """Forget the modules a request imported from outside the installed packages and the
-    harness (a problem file, its helpers): the next request imports its own."""
+    harness (a problem file, its helpers): the next request imports its own.
+
+    Installed means: under the interpreter's prefixes, in a ``site-packages`` or
+    ``dist-packages`` folder anywhere (a ``--user`` install, packages on ``PYTHONPATH``),
+    a submodule of a package this process had loaded before the request, or a compiled
+    extension (which cannot be imported twice in one process: forgetting torch's lazily
+    loaded C parts made the next request fail with "bad call flags")."""
     installed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     installed |= {os.path.realpath(harness_root() / n) for n in ("harness", "ctxkernel")}
     roots = tuple(p.rstrip(os.sep) + os.sep for p in installed)
+    tops = {n.partition(".")[0] for n in before}
     for name in [n for n in list(sys.modules) if n not in before]:
+        if name.partition(".")[0] in tops:
+            continue
         module = sys.modules.get(name)
         where = getattr(module, "__file__", None)
-        if where and not os.path.realpath(where).startswith(roots):
-            sys.modules.pop(name, None)
+        if not where:
+            continue
+        real = os.path.realpath(where)
+        parts = real.split(os.sep)
+        if real.startswith(roots) or "site-packages" in parts or "dist-packages" in parts:
+            continue
+        if real.endswith((".so", ".pyd")) or ".so" in os.path.basename(real):
+            continue
+        sys.modules.pop(name, None)
 
 
 def idle_setting() -> float:

@@ -33,6 +33,10 @@ or ``check-server/`` in the ctxkernel cache dir when ``CTXKERNEL_HOME`` is set o
 runtime dir); a directory that others may open, or that another uid owns, is refused. Both
 ends check the peer's uid (``SO_PEERCRED``); a request is bounded; a server that dies is an
 EOF to the client (one line, exit 2, once output was relayed; a quiet fallback before),
+and every request carries the server's token (a secret in a 0600 file beside its socket,
+written before the socket exists): a process that can connect but not read the folder --
+a worker in ``none`` mode that got past seccomp -- is refused. Neither the server nor the
+requests hold the user's secret variables (``without_secrets``);
 never a hang; a client that goes away (Ctrl-C) cancels its check in the server.
 
 Off with ``--no-server`` or ``CTXKERNEL_CHECK_SERVER=0``; not used with ``CTXKERNEL_WARM=0``,
@@ -45,8 +49,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import signal
 import socket
 import stat
@@ -214,6 +220,45 @@ def socket_address(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
+def token_path(path: Path) -> Path:
+    return path.with_suffix(".token")
+
+
+def write_token(path: Path) -> str:
+    """A fresh secret for the server at ``path``, in a 0600 file beside its socket."""
+    token = secrets.token_hex(32)
+    target = token_path(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    os.replace(temporary, target)
+    return token
+
+
+def read_token(path: Path) -> str:
+    """The token of the server at ``path`` ('' when there is none to read)."""
+    try:
+        return token_path(path).read_text().strip()[:128]
+    except OSError:
+        return ""
+
+
+def token_matches(expected: str, given: object) -> bool:
+    return isinstance(given, str) and bool(expected) and hmac.compare_digest(expected, given)
+
+
+def without_secrets(env: dict[str, str]) -> dict[str, str]:
+    """``env`` less the variables that look like secrets: a check needs none of them, and a
+    process that never holds a key cannot leak it."""
+    from .redact import secret_env_names
+
+    drop = set(secret_env_names(env))
+    return {k: v for k, v in env.items() if k not in drop}
+
+
 def peer_uid(conn: socket.socket) -> int:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
@@ -341,7 +386,7 @@ def _start(place: Path, path: Path, fp: str) -> socket.socket | str:
         if conn is not None:
             return conn  # started by the client that held the lock
         _unlink_dead(path)
-        env = dict(os.environ)
+        env = without_secrets(dict(os.environ))
         python_path = [str(harness_root())] + [
             p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
         ]
@@ -402,7 +447,7 @@ def check_through_server(values: dict[str, Any], annotate: Annotate | None = Non
             "fingerprint": fp,
             "values": encode_values(values),
             "cwd": os.getcwd(),
-            "env": dict(os.environ),
+            "env": without_secrets(dict(os.environ)),
             "umask": _umask(),
             "annotate": annotate is not None,
             "tty": [_isatty(sys.stdout), _isatty(sys.stderr)],
@@ -422,8 +467,9 @@ def check_through_server(values: dict[str, Any], annotate: Annotate | None = Non
                 _note(started)
                 return None
             conn = started
+        signed = json.dumps({**request, "token": read_token(path)}).encode() + b"\n"
         try:
-            return _converse(conn, payload, annotate, place / f"{fp}.log")
+            return _converse(conn, signed, annotate, place / f"{fp}.log")
         except _Stale:
             _unlink_dead(path)
             if attempt == 0:
@@ -517,7 +563,7 @@ def ask(path: Path, doc: dict[str, Any], timeout_s: float = 5.0) -> dict[str, An
         return None
     try:
         conn.settimeout(timeout_s)
-        send_frame(conn, doc)
+        send_frame(conn, {**doc, "token": read_token(path)})
         return Frames(conn, MAX_FRAME).next()
     except (OSError, ValueError):
         return None

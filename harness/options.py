@@ -46,7 +46,17 @@ class RunOptions:
     compile_timeout_s: float | None = None  # the candidate's import; None: timeout_s
     startup_timeout_s: float = 120.0  # the worker's own start-up, before any candidate code
     first_call_timeout_s: float = 120.0  # on a GPU, the first call (JIT compile, autotuning)
-    memory_cap_bytes: int | None = None  # None: 16 GiB on CPU (address space), 48 GiB RSS on CUDA
+    memory_cap_bytes: int | None = None  # None: memory_cap_for (the machine's memory)
+    concurrent_workers: int = 1  # checks running at once on this machine (a pool's slots)
+    disk_cap_gib: float = field(
+        default=4.0,
+        metadata=option(
+            "--disk-cap",
+            low=0.001,
+            help="GiB a worker may write into its temp folder (the only folder it may "
+            "write); a worker that writes more is killed and the verdict says so.",
+        ),
+    )
     burst: int = 6  # back-to-back calls on the same inputs in the anti-cheat rung
     settle_s: float = 0.05  # wait after a call before checking the output again
     policy_scan: bool = True  # False: static policy findings are reported, not gating
@@ -195,3 +205,27 @@ class RunOptions:
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def memory_cap_for(device: str, options: RunOptions) -> int:
+    """A worker's memory cap: ``memory_cap_bytes`` when given, else its share of this
+    machine's memory (80 % over the workers that run at once), never under 1 GiB. On a
+    CPU it is the worker's address space (``RLIMIT_AS``: the interpreter maps more than
+    it touches, hence the factor 2), on a GPU the parent's RSS watchdog."""
+    if options.memory_cap_bytes is not None:
+        return options.memory_cap_bytes
+    total = _mem_total() or (16 << 30)
+    share = int(total * 0.8 / max(1, options.concurrent_workers))
+    cap = 2 * share if device == "cpu" else share
+    return max(cap, 1 << 30)
+
+
+def _mem_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

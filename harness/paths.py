@@ -6,8 +6,9 @@ free of heavy imports so the harness runs on a GPU machine without the retrieval
 Rules, in order:
 - ``CTXKERNEL_HOME`` set: everything lives under it (``indexes/``, ``runs/``, ``cache/``,
   ``corpora/`` for user corpus definitions).
-- running from a source checkout (``pyproject.toml`` beside the package): ``indexes/`` and
-  ``runs/`` at the checkout root, caches under the XDG cache dir.
+- running from a source checkout (``pyproject.toml`` beside the package) that this user
+  may write: ``indexes/`` and ``runs/`` at the checkout root, caches under the XDG cache
+  dir (a checkout shared read-only with other users counts as an install).
 - otherwise: XDG data dir (``~/.local/share/ctxkernel``) and XDG cache dir.
 """
 
@@ -38,7 +39,7 @@ def home() -> Path:
     if explicit is not None:
         return explicit
     root = checkout_root()
-    if root is not None:
+    if root is not None and os.access(root, os.W_OK):
         return root
     data = _env_path("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return data / APP

@@ -16,19 +16,23 @@ importable from here.
 from __future__ import annotations
 
 import ast
+import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from . import cleanup
 from .errors import ProblemError, UsageError
 from .problemspec import (
     Problem,
     Tolerance,
     call_on_device,
+    check_settings,
     import_file,
     isolated_import_path,
     to_device,
 )
+from .snapshot import is_snapshot, read_regular, refuse_check_folder, release_with, snapshot
 
 __all__ = [
     "Problem",
@@ -50,6 +54,8 @@ def load_native(path: Path) -> Problem:
     file = path / "problem.py" if path.is_dir() else path
     with isolated_import_path([file.parent], ()):
         module = import_file(file, "problem")
+    # the settings' types first: SHAPES = "n=1" is one line naming it, not a ValueError below
+    check_settings(module, file)
     for required in ("generate_input", "ref_kernel", "SHAPES"):
         if not hasattr(module, required):
             raise ProblemError(f"{file}: a native problem defines {required}")
@@ -106,8 +112,9 @@ def _share(file: Path, value: Any) -> float | None:
 
 
 def _top_level_names(file: Path) -> set[str]:
+    text = read_regular(file, "problem file").decode("utf-8", errors="replace")
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(text)
     except SyntaxError as exc:
         raise UsageError(f"{file}: does not parse: {exc.msg} (line {exc.lineno})") from None
     names: set[str] = set()
@@ -140,10 +147,10 @@ def detect_format(path: str | Path) -> tuple[str, Path]:
     if not p.exists():
         raise UsageError(f"problem not found: {p}")
     if p.is_dir():
-        if (p / "problem.py").is_file():
-            return "native", p
-        if (p / "reference.py").is_file():
-            return "gpumode", p
+        for name, found in (("problem.py", "native"), ("reference.py", "gpumode")):
+            if os.path.lexists(p / name):
+                read_regular(p / name, "problem file")  # a FIFO, device or huge file: refused
+                return found, p
         candidates = [f for f in sorted(p.glob("*.py")) if _format_of_file(f) == "kernelbench"]
         if len(candidates) == 1:
             return "kernelbench", candidates[0]
@@ -168,7 +175,24 @@ def load_problem(path: str | Path) -> Problem:
 
 
 def _load_problem(path: str | Path) -> Problem:
-    fmt, target = detect_format(path)
+    """Detect the format, snapshot the problem's files (``snapshot.py``: nothing is ever
+    imported from a path a worker could have written) and load the snapshot."""
+    given = Path(path)
+    refuse_check_folder(given, "problem")
+    fmt, target = detect_format(given)
+    if is_snapshot(target):  # a worker loading the copy its parent made
+        return _load_format(fmt, target)
+    copied, root = snapshot(target, with_parent=fmt == "gpumode")
+    try:
+        problem = _load_format(fmt, copied)
+    except BaseException:
+        cleanup.remove_root(root)
+        raise
+    release_with(problem, root)
+    return problem
+
+
+def _load_format(fmt: str, target: Path) -> Problem:
     if fmt == "native":
         return load_native(target)
     if fmt == "gpumode":

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import channel, cleanup, sandbox, templates
 from .jitclock import CompileClock
-from .options import RunOptions
+from .options import RunOptions, memory_cap_for
 from .session import Reply, WorkerGone, WorkerSession
 from .workerenv import harness_root, scrubbed_env
 
@@ -97,10 +97,10 @@ class LocalSession:
         self.workdir = workdir
         self.logdir = logdir
         self.device = device
-        cap = options.memory_cap_bytes
-        if cap is None:
-            cap = (16 << 30) if device == "cpu" else (48 << 30)
+        cap = memory_cap_for(device, options)
         self.memory_cap = cap
+        self.disk_cap = int(options.disk_cap_gib * (1 << 30))
+        self._disk_checked = 0.0
         self._gone: WorkerGone | None = None
         self.startup_timeout_s = options.startup_timeout_s
         self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
@@ -112,11 +112,11 @@ class LocalSession:
         self.stderr_path = logdir / f"{name}.stderr.log"
         python = options.python or sys.executable
         env = scrubbed_env(workdir, env_extra)
-        keep = (
-            sandbox.worker_paths(workdir.parent, *keep_paths)
-            if self.isolation.private_tmp
-            else None
-        )
+        keep = sandbox.worker_paths(workdir, *keep_paths) if self.isolation.private_tmp else None
+        self.walls: dict[str, Any] = {
+            "writable": str(workdir),
+            "hidden": sandbox.parent_folders(),
+        }
         self.started_by = "spawned"
         self.warm_note = ""
         to_worker_r, to_worker_w = os.pipe()
@@ -142,6 +142,7 @@ class LocalSession:
                     keep,
                     (to_worker_r, from_worker_w),
                     self.startup_timeout_s,
+                    self.walls,
                 )
                 self.started_by = "template"
             except templates.TemplateError as exc:
@@ -158,12 +159,22 @@ class LocalSession:
         if self.worker_pid is None:
             self.kill()
             self._gone = WorkerGone(
-                f"the sandbox could not start the worker ({describe_exit(self.proc.returncode)})",
+                f"the sandbox could not start the worker ({self._launch_failure()})",
                 self.stderr_tail(),
                 self.proc.returncode,
             )
         self.end = channel.ParentEnd(to_worker_w, from_worker_r)
         self.started = time.monotonic()
+
+    def _launch_failure(self) -> str:
+        """Why the launcher gave up, in its own words where it said (``ctxkernel sandbox:``
+        on the worker's stderr, or the warm template's status pipe), else how it ended."""
+        said = getattr(self.proc, "launch_error", "")
+        if not said:
+            lines = [ln for ln in self.stderr_tail().splitlines() if "ctxkernel sandbox:" in ln]
+            said = lines[-1].split("ctxkernel sandbox:", 1)[1].strip() if lines else ""
+        how = describe_exit(self.proc.returncode)
+        return f"{said}; {how}" if said else how
 
     def _spawn(
         self,
@@ -195,7 +206,15 @@ class LocalSession:
         ]
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                sandbox.command(self.isolation.mode, cmd, pid_w, python=python, keep_paths=keep),
+                sandbox.command(
+                    self.isolation.mode,
+                    cmd,
+                    pid_w,
+                    python=python,
+                    keep_paths=keep,
+                    writable=self.walls["writable"],
+                    hidden=self.walls["hidden"],
+                ),
                 cwd=workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -222,6 +241,18 @@ class LocalSession:
     def _tick(self) -> None:
         if self.proc.poll() is not None:
             raise channel.ChannelClosed("worker exited")
+        now = time.monotonic()
+        if now - self._disk_checked >= DISK_CHECK_EVERY_S:
+            self._disk_checked = now
+            used = _disk_bytes(self.workdir, self.disk_cap)
+            if used > self.disk_cap:
+                self.kill()
+                raise WorkerGone(
+                    f"wrote more than the disk cap into its temp folder ({used / 2**30:.2f} GiB "
+                    f"> {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed",
+                    self.stderr_tail(),
+                    self.proc.returncode,
+                )
         rss = _rss_bytes(self.worker_pid or self.proc.pid)
         if rss is not None and rss > self.memory_cap:
             self.kill()
@@ -363,6 +394,33 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
         time.sleep(0.01)
 
 
+DISK_CHECK_EVERY_S = 0.5  # how often the watchdog weighs a worker's temp folder
+
+
+def _disk_bytes(root: Path, stop_above: int) -> int:
+    """Bytes allocated under ``root`` (symlinks not followed), counted until past
+    ``stop_above``."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+        if total > stop_above:
+            break
+    return total
+
+
 def _rss_bytes(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as fh:
@@ -423,7 +481,9 @@ class LocalRunner:
                 opened.append(session)
                 return session
 
-            oneshot = functools.partial(run_oneshot, workdir, logdir, device, options, env_extra)
+            oneshot = functools.partial(
+                run_oneshot, workdir, logdir, device, options, env_extra, keep_paths=keep
+            )
             ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
                 verdict = (self.ladder or Ladder.default()).run(ctx)
@@ -471,13 +531,15 @@ def run_oneshot(
     wrapper: Sequence[str],
     timeout_s: float,
     tag: str = "oneshot",
+    keep_paths: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
     """Run ``python -m harness.worker --oneshot`` under ``wrapper`` (e.g. ncu), in the
     candidate's temp dir with the worker's scrubbed environment; a separate process from
     every timing worker. Returns the exit status, the log paths and the worker's result."""
     import json
 
-    request_path = logdir / f"{tag}.request.json"
+    # the worker writes its result beside the request: in its own (writable) folder
+    request_path = workdir / f".{tag}.request.json"
     request_path.write_text(json.dumps(request))
     out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
     cmd = [
@@ -503,7 +565,18 @@ def run_oneshot(
     pid_r, pid_w = os.pipe()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(
-            sandbox.command(mode, cmd, pid_w, keep_admin=keep_admin),
+            sandbox.command(
+                mode,
+                cmd,
+                pid_w,
+                keep_admin=keep_admin,
+                keep_paths=sandbox.worker_paths(workdir, *keep_paths)
+                if isolation.private_tmp and mode != "none"
+                else None,
+                writable=str(workdir),
+                hidden=sandbox.parent_folders(),
+                profiler=bool(wrapper),
+            ),
             cwd=workdir,
             env=scrubbed_env(workdir, env_extra),
             stdin=subprocess.DEVNULL,
@@ -526,8 +599,11 @@ def run_oneshot(
             proc.wait(timeout=10)
         cleanup.untrack(proc.pid)
     result_path = Path(str(request_path) + ".result")
-    try:
-        result = json.loads(result_path.read_text())
+    try:  # the worker wrote it: a regular file of sane size, or nothing
+        if not result_path.is_symlink() and result_path.stat().st_size <= 64 << 20:
+            result = json.loads(result_path.read_text())
+        else:
+            result = None
     except (OSError, ValueError):
         result = None
     return {

@@ -56,6 +56,18 @@ import resource
 import sys
 from _collections_abc import Callable  # already loaded by os: no import cost
 
+try:  # imported as harness.sandbox
+    from . import walls
+except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the sibling
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "ctxkernel_walls", os.path.join(os.path.dirname(os.path.realpath(__file__)), "walls.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    walls = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(walls)
+
 MODES = ("userns", "pidns", "none")
 ENV_MODE = "CTXKERNEL_ISOLATION"
 LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the worker
@@ -63,9 +75,11 @@ LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 1 << 18
 _PR_SET_PDEATHSIG = 1
+_PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -110,12 +124,30 @@ class Isolation:
         why: str = "",
         forced: bool = False,
         private_tmp: bool = False,
+        landlock: int = 0,
+        seccomp: bool = False,
     ) -> None:
         self.mode = mode
         self.available = available
         self.why = why  # what refused the namespaces (the probe's errors), when mode is none
         self.forced = forced
         self.private_tmp = private_tmp and mode != "none"
+        self.landlock = landlock  # the kernel's landlock ABI (0: none)
+        self.seccomp = seccomp
+
+    def layers(self) -> dict[str, object]:
+        """The walls a worker of this mode gets (``walls.py``), by name."""
+        walled = self.private_tmp
+        return {
+            "pid_namespace": self.namespaces,
+            "network_namespace": self.namespaces,
+            "read_only_world": walled,
+            "device_only_dev": walled,
+            "private_tmp": walled,
+            "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
+            "seccomp": "on" if self.seccomp else "unavailable on this architecture",
+            "subreaper": not self.namespaces,
+        }
 
     def __repr__(self) -> str:
         return (
@@ -145,6 +177,7 @@ class Isolation:
             doc["why"] = self.why
         if self.forced:
             doc["forced"] = f"{ENV_MODE}={self.mode}"
+        doc["layers"] = self.layers()
         return doc
 
 
@@ -167,22 +200,25 @@ def _decide() -> Isolation:
     wanted = os.environ.get(ENV_MODE, "").strip().lower() or "auto"
     if wanted not in (*MODES, "auto"):
         raise SandboxError(f"{ENV_MODE}={wanted!r}: expected one of auto, {', '.join(MODES)}")
-    if wanted == "none":
-        return Isolation("none", (), f"{ENV_MODE}=none", forced=True)
     available, errors = probe()
     private = set(_private_tmp_modes)
+    kernel = {"landlock": _probed.get("landlock", 0), "seccomp": _probed.get("seccomp", False)}
+    if wanted == "none":
+        return Isolation("none", (), f"{ENV_MODE}=none", forced=True, **kernel)  # type: ignore[arg-type]
     if wanted != "auto":
         if wanted not in available:
             raise SandboxError(
                 f"{ENV_MODE}={wanted}: this machine refuses it ({errors.get(wanted, 'not tried')})"
             )
-        return Isolation(wanted, available, forced=True, private_tmp=wanted in private)
+        return Isolation(wanted, available, forced=True, private_tmp=wanted in private, **kernel)  # type: ignore[arg-type]
     if available:
-        return Isolation(available[0], available, private_tmp=available[0] in private)
-    return Isolation("none", available, "; ".join(f"{m}: {e}" for m, e in errors.items()))
+        return Isolation(available[0], available, private_tmp=available[0] in private, **kernel)  # type: ignore[arg-type]
+    why = "; ".join(f"{m}: {e}" for m, e in errors.items())
+    return Isolation("none", available, why, **kernel)  # type: ignore[arg-type]
 
 
 _private_tmp_modes: list[str] = []  # the modes whose probe could mount a private /tmp
+_probed: dict[str, object] = {}  # the kernel's landlock ABI and seccomp, from the probe
 
 
 def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -203,6 +239,8 @@ def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
         return (), {"probe": f"{type(exc).__name__}: {exc}"}
     available = tuple(m for m in doc.get("available", []) if m in MODES)
     _private_tmp_modes[:] = [m for m in doc.get("private_tmp", []) if m in available]
+    _probed["landlock"] = int(doc.get("landlock") or 0)
+    _probed["seccomp"] = bool(doc.get("seccomp"))
     return available, {str(k): str(v) for k, v in dict(doc.get("errors", {})).items()}
 
 
@@ -213,10 +251,15 @@ def command(
     keep_admin: bool = False,
     python: str | None = None,
     keep_paths: list[str] | None = None,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
 ) -> list[str]:
     """The launcher's command line that runs ``argv`` isolated in ``mode``; with
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
-    paths bound back in."""
+    paths bound back in; with ``writable`` (the worker's own folder) the walls of
+    ``enter_worker`` go up, ``hidden`` folders covered, sockets left alone for a
+    ``profiler``."""
     cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
     cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
     if keep_admin:
@@ -225,6 +268,12 @@ def command(
         cmd += ["--keep", path]
     if keep_paths is not None and mode != "none":
         cmd.append("--private-tmp")
+    if writable:
+        cmd += ["--writable", writable]
+        for path in hidden or ():
+            cmd += ["--hide", path]
+        if profiler:
+            cmd.append("--profiler")
     return [*cmd, "--", *argv]
 
 
@@ -237,6 +286,22 @@ def worker_paths(*extra: object) -> list[str]:
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     paths += [p for p in sys.path if p and os.path.isabs(p)]
     return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
+
+
+def parent_folders() -> list[str]:
+    """The folders this process keeps for itself, out of every worker's view: run records
+    (with the agent's state), caches (check-server sockets, reference times, ceilings),
+    the user's configuration."""
+    from .checkserver import socket_dir
+    from .paths import cache_dir, config_dir, default_runs_dir
+
+    found = []
+    for path in (default_runs_dir(), cache_dir(), config_dir(), socket_dir()):
+        try:
+            found.append(os.path.realpath(path))
+        except OSError:
+            continue
+    return list(dict.fromkeys(found))
 
 
 def read_pid(fd: int, timeout_s: float) -> int | None:
@@ -304,17 +369,31 @@ def _prctl(option: int, arg: int) -> int:
 
 
 def _unshare(mode: str) -> None:
-    flags = _CLONE_NEWPID | _CLONE_NEWNS | (_CLONE_NEWUSER if mode == "userns" else 0)
+    """New PID, mount and network namespaces (and a user namespace in ``userns`` mode),
+    our own ids mapped, mounts private, loopback up."""
+    flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWNET
+    flags |= _CLONE_NEWUSER if mode == "userns" else 0
     uid, gid = os.geteuid(), os.getegid()
     names = "CLONE_NEWUSER|" if mode == "userns" else ""
-    _check(_libc().unshare(flags), f"unshare({names}CLONE_NEWPID|CLONE_NEWNS)")
+    _check(_libc().unshare(flags), f"unshare({names}CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET)")
     if mode == "userns":  # map our own ids (the one mapping a process may write for itself)
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                           ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
-            with open(f"/proc/self/{name}", "w") as fh:
-                fh.write(text)
+        # A non-dumpable process's /proc/self belongs to root, so a non-root user could not
+        # write its own maps (a warm template is non-dumpable, and its forks inherit that):
+        # dumpable for the three writes, as before after them.
+        was = _prctl(_PR_GET_DUMPABLE, 0)
+        if was != 1:
+            _prctl(_PR_SET_DUMPABLE, 1)
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        finally:
+            if was != 1:
+                _prctl(_PR_SET_DUMPABLE, 0)
     libc = _libc()
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    walls.loopback_up()
 
 
 def _mount_proc() -> None:
@@ -432,22 +511,54 @@ def _private_tmp(keep: list[str]) -> None:
 
 
 def enter_worker(
-    mode: str, keep_admin: bool, keep_paths: list[str] | None, exec_follows: bool
+    mode: str,
+    keep_admin: bool,
+    keep_paths: list[str] | None,
+    exec_follows: bool,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
 ) -> None:
-    """The worker's last steps before it runs: private temp folders (namespace modes),
-    capabilities dropped (the bounding set; the live ones too when no exec follows), no
-    new privileges, default SIGPIPE/SIGXFSZ."""
+    """The worker's last steps before it runs. Namespace modes: private temp folders
+    (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
+    folders (``hidden``) covered, the whole tree read-only but ``writable`` and the
+    private temp folders. Every mode: capabilities dropped (the bounding set; the live
+    ones too when no exec follows), no new privileges, landlock (writes only beneath
+    ``writable``), the seccomp filter (its socket rules left out for a ``profiler``),
+    default SIGPIPE/SIGXFSZ. A wall the kernel refuses raises ``OSError``: the worker
+    does not start without it."""
+    devices: list[str] = []
+    own: list[str] = [writable] if writable else []
     if mode != "none" and keep_paths is not None:
         _private_tmp(keep_paths)
+        own += [p for p in PRIVATE_TMP if os.path.isdir(p)]
+        devices = walls.minimal_dev()
+        walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
+        walls.read_only_world(own)
+        try:  # the working directory, resolved again: through the new (writable) mounts
+            os.chdir(os.getcwd())
+        except OSError:
+            pass
+    elif writable:
+        devices = walls._device_nodes()
     _drop_caps(keep_admin)
     if not exec_follows:
         drop_live_caps()
         if mode != "none":
             _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if writable:
+        walls.landlock(own, devices)
+        walls.seccomp(network=not profiler)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
             _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _holds(outer: str, paths: list[str]) -> bool:
+    """Whether ``outer`` is or contains one of ``paths`` (never hide what must be seen)."""
+    real = os.path.realpath(outer).rstrip("/") + "/"
+    return any((os.path.realpath(p).rstrip("/") + "/").startswith(real) for p in paths)
 
 
 def _exec(argv: list[str]) -> None:
@@ -469,9 +580,17 @@ def _exit_like(status: int) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
+_fail_hook: Callable[[str], None] | None = None  # run_isolated's on_fail
+
+
 def _fail(message: str) -> None:
     sys.stderr.write(f"ctxkernel sandbox: {message}\n")
     sys.stderr.flush()
+    if _fail_hook is not None:
+        try:
+            _fail_hook(message)
+        except OSError:
+            pass
     os._exit(LAUNCH_FAILED)
 
 
@@ -482,19 +601,18 @@ def launch(
     keep_admin: bool,
     argv: list[str],
     keep_paths: list[str] | None = None,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
 ) -> None:
     _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
         os._exit(LAUNCH_FAILED)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if mode == "none":
-        _report_pid(pid_fd, os.getpid())
-        enter_worker(mode, keep_admin, None, exec_follows=True)
-        _exec(argv)
 
     def become() -> None:
         os.close(pid_fd)
-        enter_worker(mode, keep_admin, keep_paths, exec_follows=True)
+        enter_worker(mode, keep_admin, keep_paths, True, writable, hidden, profiler)
         _exec(argv)
 
     run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become)
@@ -506,14 +624,21 @@ def run_isolated(
     become_worker: Callable[[], None],
     keep_fds: tuple[int, ...] = (),
     on_exit: Callable[[int], None] | None = None,
+    on_fail: Callable[[str], None] | None = None,
 ) -> None:
     """From a single-threaded process: make ``mode``'s namespaces, fork the init and the
     worker (which runs ``become_worker``: it must exec or end the process), report the
     worker's PID, wait for it, then end this process the way it ended (``on_exit`` sees
-    its wait status first). In ``none`` mode only the worker is forked. Never returns."""
+    its wait status first; ``on_fail`` the message when the namespaces cannot be made).
+    In ``none`` mode only the worker is forked, and this process adopts and kills every
+    descendant it leaves behind (a subreaper: no PID namespace does it). Never returns."""
+    global _fail_hook
+    _fail_hook = on_fail
     life_w = -1
     init = 0
-    if mode != "none":
+    if mode == "none":
+        walls.become_subreaper()
+    else:
         try:
             _unshare(mode)
         except OSError as exc:
@@ -560,6 +685,8 @@ def run_isolated(
     if life_w >= 0:
         os.close(life_w)  # init exits; the kernel kills whatever the worker left behind
         os.waitpid(init, 0)
+    else:
+        walls.reap_all(me)
     if on_exit is not None:
         on_exit(status)
     _exit_like(status)
@@ -614,6 +741,11 @@ def _probe_mode(mode: str) -> str:
                     _private_tmp([])
                 except OSError:
                     os._exit(4)
+                try:  # the walls a worker of this mode gets: the probe runs them all
+                    walls.minimal_dev()
+                    walls.read_only_world(["/tmp"])
+                except OSError:
+                    os._exit(5)
                 os._exit(0)
             _, status = os.waitpid(init, 0)
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
@@ -621,6 +753,8 @@ def _probe_mode(mode: str) -> str:
                 message = "mount -t proc proc /proc: refused"
             elif code == 4:
                 message = "private-tmp refused"
+            elif code == 5:
+                message = "a read-only mount tree or a device-only /dev refused"
             elif code != 0:
                 message = f"the namespace's init failed (status {code})"
         except OSError as exc:
@@ -653,7 +787,13 @@ def _probe() -> None:
             private.append(mode)
     import json
 
-    doc = {"available": available, "errors": errors, "private_tmp": private}
+    doc = {
+        "available": available,
+        "errors": errors,
+        "private_tmp": private,
+        "landlock": walls.landlock_abi(),
+        "seccomp": walls.seccomp_supported(),
+    }
     sys.stdout.write(json.dumps(doc) + "\n")
 
 
@@ -666,18 +806,22 @@ def main(argv: list[str]) -> int:
     except ValueError:
         _fail(
             "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
-            "[--private-tmp] [--keep PATH]... -- CMD..."
+            "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler]] "
+            "-- CMD..."
         )
     opts, cmd = argv[:split], argv[split + 1 :]
     values: dict[str, str] = {}
     keep: list[str] = []
+    hidden: list[str] = []
     rest = list(opts)
     while rest:
         key = rest.pop(0)
-        if key in ("--keep-admin", "--private-tmp") or not rest:
+        if key in ("--keep-admin", "--private-tmp", "--profiler") or not rest:
             values[key] = "1"
         elif key == "--keep":
             keep.append(rest.pop(0))
+        elif key == "--hide":
+            hidden.append(rest.pop(0))
         else:
             values[key] = rest.pop(0)
     mode = values.get("--mode", "")
@@ -686,7 +830,17 @@ def main(argv: list[str]) -> int:
     try:
         parent, pid_fd = int(values["--parent"]), int(values["--pid-fd"])
         private = keep if "--private-tmp" in values else None
-        launch(mode, parent, pid_fd, "--keep-admin" in values, cmd, private)
+        launch(
+            mode,
+            parent,
+            pid_fd,
+            "--keep-admin" in values,
+            cmd,
+            private,
+            values.get("--writable"),
+            hidden,
+            "--profiler" in values,
+        )
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")
     except OSError as exc:

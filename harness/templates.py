@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import cleanup
+from . import cleanup, sandbox
 from .workerenv import fingerprint, scrubbed_env
 
 ENV_WARM = "CTXKERNEL_WARM"
@@ -72,6 +72,7 @@ class ForkedProcess:
         self.pid = pid
         self.returncode: int | None = None
         self.worker_pid: int | None = None
+        self.launch_error = ""  # the launcher's own words when it could not isolate
         self._fd: int | None = status_fd
         self._buffer = b""
 
@@ -86,14 +87,16 @@ class ForkedProcess:
         if not chunk:
             os.close(self._fd)
             self._fd = None
-            if self.returncode is None:
-                self.returncode = -signal.SIGKILL  # killed before it could say
+            if self.returncode is None:  # killed before it could say, or failed saying why
+                self.returncode = sandbox.LAUNCH_FAILED if self.launch_error else -signal.SIGKILL
             return False
         self._buffer += chunk
         while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             kind, _, value = line.decode(errors="replace").partition(" ")
-            if kind == "P" and value.strip().isdigit():
+            if kind == "F":
+                self.launch_error = value.strip()
+            elif kind == "P" and value.strip().isdigit():
                 self.worker_pid = int(value)
             elif kind == "S" and value.strip().lstrip("-").isdigit():
                 status = int(value)
@@ -247,6 +250,7 @@ class WorkerTemplate:
         keep_paths: list[str] | None,
         channel_fds: tuple[int, int],
         timeout_s: float,
+        walls: dict[str, Any] | None = None,
     ) -> ForkedProcess:
         """A new worker: ``channel_fds`` are its ends of the channel (read, write), handed
         over here (closed in this process whatever happens)."""
@@ -267,6 +271,7 @@ class WorkerTemplate:
                     "mem_cap": mem_cap,
                     "mode": mode,
                     "keep_paths": keep_paths,
+                    "walls": walls or {},
                 }
                 payload = json.dumps(request).encode()
                 try:

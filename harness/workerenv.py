@@ -2,7 +2,9 @@
 
 Kept: the variables below, ``LC_*``, and each backend's ``env_passthrough``; set: ``HOME``,
 ``TMPDIR`` and every backend's cache folders inside the worker's own temp dir, the
-harness on ``PYTHONPATH``, no bytecode, no user site, unbuffered output,
+harness on ``PYTHONPATH``, no bytecode, unbuffered output, the parent's user site only
+when the parent itself imports from it (a ``pip install --user`` install: the worker's
+``HOME`` moved, so ``PYTHONUSERBASE`` points at the parent's),
 ``CTXKERNEL_WORKER=1``. Nothing else of the parent's (no secret, no ``CTXKERNEL_*``)
 gets through. A spawned worker starts with it; a worker forked from a warm template
 (``zygote.py``) has its environment replaced by it before anything else runs.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 ENV_KEEP = frozenset(
@@ -58,6 +61,17 @@ def python_path() -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
+def user_site_env() -> dict[str, str]:
+    """How the worker finds the parent's user site: ``PYTHONUSERBASE`` when the parent
+    imports from it, else ``PYTHONNOUSERSITE`` (nothing of the user's reaches it)."""
+    import site
+
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    if user_site and os.path.realpath(user_site) in {os.path.realpath(p) for p in sys.path}:
+        return {"PYTHONUSERBASE": site.getuserbase()}
+    return {"PYTHONNOUSERSITE": "1"}
+
+
 def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     from .backends import cache_env
 
@@ -74,7 +88,7 @@ def scrubbed_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
             **cache_env(home),
             "PYTHONPATH": python_path(),
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
+            **user_site_env(),
             "PYTHONUNBUFFERED": "1",
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "CTXKERNEL_WORKER": "1",
@@ -88,4 +102,5 @@ def fingerprint() -> str:
     """What a worker template's interpreter was started with, besides its own folders: a
     template is reused only while this stays the same."""
     items = [*sorted(kept_env().items()), ("PYTHONPATH", python_path())]
+    items += sorted(user_site_env().items())
     return hashlib.sha256(repr(items).encode()).hexdigest()[:16]

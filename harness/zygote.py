@@ -232,10 +232,19 @@ def _launcher(template: Template, request: dict[str, Any], fds: list[int]) -> No
         except OSError:
             pass
 
-    def become() -> None:
-        _become_worker(template, request, to_worker, from_worker, status, mode)
+    def on_fail(message: str) -> None:
+        os.write(status, f"F {' '.join(message.split())}\n".encode())
 
-    sandbox.run_isolated(mode, report, become, keep_fds=(status,), on_exit=on_exit)
+    # the logs are opened here, before the namespaces: a file opened for writing through
+    # the worker's own mount tree would keep that mount from being made read-only
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    out = os.open(str(request["stdout"]), flags, 0o644)
+    err = os.open(str(request["stderr"]), flags, 0o644)
+
+    def become() -> None:
+        _become_worker(template, request, to_worker, from_worker, status, mode, (out, err))
+
+    sandbox.run_isolated(mode, report, become, keep_fds=(status,), on_exit=on_exit, on_fail=on_fail)
 
 
 def _become_worker(
@@ -245,20 +254,28 @@ def _become_worker(
     from_worker: int,
     status: int,
     mode: str,
+    logs: tuple[int, int],
 ) -> None:
     """W: the template's copy becomes a worker in place. Never returns."""
     os.close(status)
     workdir = str(request["workdir"])
     null = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(str(request["stdout"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    err = os.open(str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    out, err = logs
     for source, target in ((null, 0), (out, 1), (err, 2)):
         os.dup2(source, target)
         os.close(source)
     keep = sorted({0, 1, 2, to_worker, from_worker})
     _close_all_but(keep)
     keep_paths = request.get("keep_paths")
-    sandbox.enter_worker(mode, False, list(keep_paths) if keep_paths is not None else None, False)
+    walls = dict(request.get("walls") or {})
+    sandbox.enter_worker(
+        mode,
+        False,
+        list(keep_paths) if keep_paths is not None else None,
+        False,
+        writable=walls.get("writable"),
+        hidden=list(walls.get("hidden") or []),
+    )
     _reset_process(template, request, workdir)
     _seed_worker(template.backend)
     from . import worker

@@ -432,7 +432,8 @@ class PoolRunner:
             from ..paths import default_runs_dir
 
             options = replace(options, runs_dir=default_runs_dir())
-        call = _Call(problem, replace(options, device=device))
+        workers = max(options.concurrent_workers, len(self.slots))
+        call = _Call(problem, replace(options, device=device, concurrent_workers=workers))
         for index, candidate in enumerate(candidates):
             self.queue.put(_Work(Job(index, candidate), call))
         remaining = len(candidates)

@@ -1,0 +1,281 @@
+"""The walls around a candidate's worker, attacked as a hostile candidate would.
+
+Each door a candidate walked out of is tried again here, by the routes the language and
+its libraries offer (torch's C++ writers, libc through the ctypes torch imported, sockets,
+``setsid`` children, a full disk) and from native code (``walls/escape.c``, compiled with
+``cc`` and run through ``ctxkernel sandbox run``), in the machine's strongest mode and in
+``none`` mode (landlock and seccomp alone). Every door must be shut, the worker's own
+folder writable, and the files outside it byte-identical after all the attempts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cheatspec import EXAMPLES, read_expectation
+from conftest import fast_options
+
+from harness import sandbox
+from harness.checkserver import secure_dir, socket_dir
+from harness.options import RunOptions, memory_cap_for
+from harness.paths import default_runs_dir
+from harness.runner import LocalRunner, check
+
+WALLS = Path(__file__).resolve().parent / "walls"
+CHEATS = sorted(WALLS.glob("w*.py"))
+REPO = Path(__file__).resolve().parents[2]
+MODES = ["auto", "none"]
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The sandbox mode of this process's workers: the machine's best, then ``none``."""
+    if request.param == "none":
+        monkeypatch.setenv("CTXKERNEL_ISOLATION", "none")
+    else:
+        monkeypatch.delenv("CTXKERNEL_ISOLATION", raising=False)
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    yield request.param
+    sandbox._isolation = None
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _site_packages() -> Path:
+    import torch
+
+    return Path(torch.__file__).resolve().parent.parent
+
+
+def _sleepers(tag: str) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if tag.encode() in cmd and b"sleep" in cmd:
+                found.append(cmd.decode(errors="replace"))
+    return found
+
+
+def _gone(tag: str, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while _sleepers(tag):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.fixture
+def listening_socket() -> Iterator[Path]:
+    """A live Unix socket in this user's check-server folder, as an idle server's is."""
+    place = secure_dir(socket_dir())
+    path = place / "wall-test.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    yield path
+    server.close()
+    path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
+def test_a_wall_cheat_finds_the_door_shut(
+    cheat: Path, mode: str, tmp_path: Path, listening_socket: Path
+) -> None:
+    problem = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", problem)
+    runs = default_runs_dir()
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / "steer.md").write_text("the engineer's own words\n")
+    source = cheat.read_text()
+    for key, value in {
+        "__PROBLEM_DIR__": problem,
+        "__RUNS_DIR__": runs,
+        "__SITE__": _site_packages(),
+        "__HOME__": Path.home(),
+        "__SOCKET__": listening_socket,
+    }.items():
+        source = source.replace(key, str(value))
+    candidate = tmp_path / "cand" / "solution_triton.py"
+    candidate.parent.mkdir()
+    candidate.write_text(source)
+    expect = read_expectation(cheat)
+    before = {"problem": _tree_digest(problem), "runs": _tree_digest(runs)}
+    options = fast_options("vector_add", policy_scan=False, **expect.options)
+    verdict = check(problem, candidate, options, runner=LocalRunner())
+    reasons = [(r.name, r.reason) for r in verdict.rungs if r.ok is False]
+    assert not verdict.ok, f"{cheat.name} passed in mode {mode}"
+    failed = verdict.failed_rung
+    assert failed is not None and failed.name in expect.rungs, reasons
+    assert expect.named_in(verdict.reason), reasons
+    assert {"problem": _tree_digest(problem), "runs": _tree_digest(runs)} == before
+    assert not (_site_packages() / "zz_ctxkernel_wall_test.pth").exists()
+    assert not (Path.home() / ".ctxkernel-wall-test").exists()
+    assert _gone("27.1828"), _sleepers("27.1828")
+    layers = verdict.environment["isolation"]["layers"]
+    assert layers["seccomp"] == "on" and layers["landlock"].startswith("ABI")
+
+
+def _compile_escape(tmp_path: Path) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on this machine")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    binary = folder / "escape"
+    subprocess.run([cc, "-O1", "-o", str(binary), str(WALLS / "escape.c")], check=True)
+    return binary
+
+
+def test_native_code_finds_every_door_shut_and_its_own_folder_writable(
+    mode: str, tmp_path: Path, listening_socket: Path
+) -> None:
+    binary = _compile_escape(tmp_path)
+    problem = tmp_path / "problem"
+    problem.mkdir()
+    targets = [
+        _site_packages(),
+        REPO / "harness",
+        Path.home(),
+        default_runs_dir().parent,
+        socket_dir().parent,
+        problem,
+    ]
+    if mode == "none":  # a namespace mode's /tmp is the worker's own private one
+        targets.append(Path("/tmp"))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    env = dict(os.environ)
+    if mode == "none":
+        env["CTXKERNEL_ISOLATION"] = "none"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", "--bind", str(binary.parent), "--",
+         str(binary), str(port), str(listening_socket), *map(str, targets)],
+        capture_output=True, text=True, env=env, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    listener.close()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "write . ok", lines  # its own folder
+    opened = [ln for ln in lines[1:] if " ok" in ln]
+    assert not opened, f"open doors in mode {mode}: {opened}"
+    assert "spawned setsid sleeper" in lines
+    assert _gone("31.4159"), _sleepers("31.4159")
+    for target in targets:
+        assert not list(Path(target).glob(".ctxkernel-escape-*"))
+
+
+def test_explain_names_the_layers_and_what_the_worker_may_write(mode: str) -> None:
+    env = dict(os.environ)
+    if mode == "none":
+        env["CTXKERNEL_ISOLATION"] = "none"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", "--explain", "--json"],
+        capture_output=True, text=True, env=env, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import json
+
+    doc = json.loads(done.stdout)
+    worker = doc["worker"]
+    writable = [path for path, what in worker["writes"].items() if what == "writable"]
+    assert writable[0] == "<the worker's temp folder>"
+    assert str(Path.home()) not in writable and str(REPO / "harness") not in writable
+    assert worker["network"]["tcp 127.0.0.1:22"] == "EPERM"
+    assert worker["status"]["Seccomp"] == "2" and worker["status"]["NoNewPrivs"] == "1"
+    if mode != "none" and doc["isolation"]["mode"] != "none":
+        assert len(worker["processes_visible"]) <= 2
+        assert set(worker["dev"]) <= {
+            "fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero",
+        } | {d for d in worker["dev"] if d.startswith("nvidia")}  # fmt: skip
+
+
+def test_sandbox_run_exits_with_the_commands_status_and_bad_input_is_one_line() -> None:
+    ran = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", "--", "sh", "-c", "echo hi; exit 3"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout) == (3, "hi\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("kind", ["devzero", "fifo", "huge"])
+def test_a_problem_file_that_is_not_a_sane_regular_file_is_refused_in_one_line(
+    kind: str, tmp_path: Path
+) -> None:
+    problem = tmp_path / "p"
+    problem.mkdir()
+    target = problem / "problem.py"
+    if kind == "devzero":
+        target.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        with open(target, "wb") as fh:
+            fh.truncate(64 << 20)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "check", str(problem),
+         str(EXAMPLES / "vector_add" / "solution_triton.py"), "--no-record"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    words = {"devzero": "character device", "fifo": "FIFO", "huge": "MiB"}[kind]
+    assert words in done.stderr
+
+
+def test_a_problem_in_a_checks_temp_folder_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "ctxkernel-check-abc123" / "work"
+    shutil.copytree(EXAMPLES / "vector_add", folder)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "check", str(folder),
+         str(EXAMPLES / "vector_add" / "solution_triton.py"), "--no-record"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2 and "check's temp folder" in done.stderr, done.stderr
+
+
+def test_the_problem_is_imported_from_a_snapshot_not_from_the_users_path(tmp_path: Path) -> None:
+    from harness.problem import load_problem
+
+    problem = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", problem)
+    loaded = load_problem(problem)
+    assert Path(loaded.path).resolve() != problem.resolve()
+    assert (Path(loaded.path) / "problem.py").read_bytes() == (problem / "problem.py").read_bytes()
+    # a later change of the user's file does not reach the loaded problem
+    (problem / "problem.py").write_text("TOLERANCE = {'atol': 1e9}\n")
+    assert "1e9" not in (Path(loaded.path) / "problem.py").read_text()
+
+
+def test_the_memory_cap_follows_the_machine_and_the_workers_at_once() -> None:
+    one = memory_cap_for("cuda", RunOptions())
+    four = memory_cap_for("cuda", RunOptions(concurrent_workers=4))
+    assert 3.5 < one / four < 4.5 or four == 1 << 30
+    assert memory_cap_for("cpu", RunOptions(memory_cap_bytes=123 << 20)) == 123 << 20
