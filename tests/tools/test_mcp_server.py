@@ -1,6 +1,7 @@
 """`ctxkernel mcp` driven by the official MCP SDK client: the server is spawned over stdio
-(and once over streamable HTTP), lists the same tools as ctxkernel.tools, answers each,
-and turns bad arguments into error results without dying."""
+(and once over streamable HTTP, with its bearer token), lists the same tools as
+ctxkernel.tools, answers each, and turns bad arguments into error results without dying.
+``http_server`` starts the HTTP server for the HTTP security tests too."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -82,16 +86,16 @@ def test_mcp_stdio_lists_and_calls_every_tool(demo_index: DemoIndex, tmp_path: P
             assert "demo:src/kernels.py:6-12" in found.splitlines()[2]
 
             # bad arguments: an error result the model can read, and the server lives on
-            bad = [
+            bad: list[tuple[str, dict[str, Any], str]] = [
                 ("search", {"query": "x", "k": 0}, "k"),
                 ("search", {}, "'query' is a required property"),
                 ("grep", {"pattern": "(a+)+", "corpus": "demo"}, "nested quantifiers"),
                 ("read", {"ref": "demo:../../etc/passwd"}, "not a corpus path"),
                 ("read", {"ref": "nope:src/kernels.py"}, "not indexed"),
             ]
-            for name, args, message in bad:
-                result = await session.call_tool(name, args)
-                assert result.is_error, (name, args)
+            for name, arguments, message in bad:
+                result = await session.call_tool(name, arguments)
+                assert result.is_error, (name, arguments)
                 assert message in _text(result), (name, _text(result))
             with pytest.raises(MCPError, match="unknown tool"):  # a protocol error
                 await session.call_tool("no_such_tool", {})
@@ -121,24 +125,72 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], seconds: float = 60
     raise AssertionError(f"nothing listens on port {port} after {seconds} s")
 
 
-def test_mcp_streamable_http(demo_index: DemoIndex, tmp_path: Path) -> None:
+@dataclass
+class HttpServer:
+    """A ``ctxkernel mcp --http`` process, with what it printed at start."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    err: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def printed(self, prefix: str) -> str:
+        """The rest of the stderr line that starts with ``ctxkernel mcp: PREFIX``."""
+        for line in self.err.read_text().splitlines():
+            if line.startswith(f"ctxkernel mcp: {prefix}"):
+                return line[len(f"ctxkernel mcp: {prefix}") :]
+        raise AssertionError(f"no {prefix!r} line in:\n{self.err.read_text()}")
+
+    @property
+    def token(self) -> str:
+        return self.printed("every request needs 'Authorization: Bearer TOKEN'; token: ")
+
+    def client(self, token: str | None = None) -> httpx2.AsyncClient:
+        """An HTTP client for the SDK's transport, carrying the server's token."""
+        return httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token or self.token}"},
+            timeout=httpx2.Timeout(30, read=300),
+        )
+
+
+@contextmanager
+def http_server(
+    args: list[str], env: dict[str, str], tmp_path: Path, cwd: Path = ROOT
+) -> Iterator[HttpServer]:
+    """``ctxkernel mcp --http --no-warm ARGS`` on a free loopback port, stopped (SIGTERM,
+    the way an operator stops it) at the end."""
     port = _free_port()
-    err = (tmp_path / "server.err").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ctxkernel", "mcp", "--http", "--port", str(port), "--no-warm",
-         "--index-dir", str(demo_index.index_dir)],
-        env=_server_env(demo_index),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-    )  # fmt: skip
+    err = tmp_path / f"server-{port}.err"
+    with err.open("wb") as errfile:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxkernel", "mcp", "--http", "--port", str(port),
+             "--no-warm", *args],
+            env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=errfile,
+        )  # fmt: skip
     try:
         _wait_for_port(port, proc)
+        yield HttpServer(proc, port, err)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_mcp_streamable_http(demo_index: DemoIndex, tmp_path: Path) -> None:
+    args = ["--index-dir", str(demo_index.index_dir)]
+    with http_server(args, _server_env(demo_index), tmp_path) as server:
 
         async def main() -> None:
             async with (
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+                server.client() as http,
+                streamable_http_client(server.url, http_client=http) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
@@ -150,14 +202,7 @@ def test_mcp_streamable_http(demo_index: DemoIndex, tmp_path: Path) -> None:
                 assert bad.is_error and "'corpus' is a required property" in _text(bad)
 
         _run(main)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        err.close()
+    assert "Traceback" not in server.err.read_text()
 
 
 @pytest.mark.parametrize("flag", ["--help"])
