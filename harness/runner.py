@@ -116,6 +116,7 @@ class LocalSession:
         self.walls: dict[str, Any] = {
             "writable": str(workdir),
             "hidden": sandbox.parent_folders(),
+            "on": list(self.isolation.walls),
         }
         self.started_by = "spawned"
         self.warm_note = ""
@@ -214,6 +215,7 @@ class LocalSession:
                     keep_paths=keep,
                     writable=self.walls["writable"],
                     hidden=self.walls["hidden"],
+                    walls_on=self.walls["on"],
                 ),
                 cwd=workdir,
                 env=env,
@@ -576,6 +578,7 @@ def run_oneshot(
                 writable=str(workdir),
                 hidden=sandbox.parent_folders(),
                 profiler=bool(wrapper),
+                walls_on=isolation.walls,
             ),
             cwd=workdir,
             env=scrubbed_env(workdir, env_extra),

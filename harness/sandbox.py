@@ -54,7 +54,7 @@ import ctypes
 import os
 import resource
 import sys
-from _collections_abc import Callable  # already loaded by os: no import cost
+from _collections_abc import Callable, Sequence  # already loaded by os: no import cost
 
 try:  # imported as harness.sandbox
     from . import walls
@@ -69,6 +69,7 @@ except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``)
     _spec.loader.exec_module(walls)
 
 MODES = ("userns", "pidns", "none")
+ALL_WALLS = ("net", "dev", "ro")  # the namespace-mode walls the probe can find refused
 ENV_MODE = "CTXKERNEL_ISOLATION"
 LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the worker
 
@@ -126,6 +127,7 @@ class Isolation:
         private_tmp: bool = False,
         landlock: int = 0,
         seccomp: bool = False,
+        walls: tuple[str, ...] = (),
     ) -> None:
         self.mode = mode
         self.available = available
@@ -134,15 +136,17 @@ class Isolation:
         self.private_tmp = private_tmp and mode != "none"
         self.landlock = landlock  # the kernel's landlock ABI (0: none)
         self.seccomp = seccomp
+        # the walls the probe could build in this mode: "net", "dev", "ro" (walls.py)
+        self.walls = walls if mode != "none" else ()
 
     def layers(self) -> dict[str, object]:
         """The walls a worker of this mode gets (``walls.py``), by name."""
         walled = self.private_tmp
         return {
             "pid_namespace": self.namespaces,
-            "network_namespace": self.namespaces,
-            "read_only_world": walled,
-            "device_only_dev": walled,
+            "network_namespace": "net" in self.walls,
+            "read_only_world": walled and "ro" in self.walls,
+            "device_only_dev": walled and "dev" in self.walls,
             "private_tmp": walled,
             "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
             "seccomp": "on" if self.seccomp else "unavailable on this architecture",
@@ -203,6 +207,11 @@ def _decide() -> Isolation:
     available, errors = probe()
     private = set(_private_tmp_modes)
     kernel = {"landlock": _probed.get("landlock", 0), "seccomp": _probed.get("seccomp", False)}
+    found = dict(_probed.get("walls") or {})  # type: ignore[call-overload]
+
+    def walls_of(mode: str) -> tuple[str, ...]:
+        return tuple(str(w) for w in found.get(mode, ()))
+
     if wanted == "none":
         return Isolation("none", (), f"{ENV_MODE}=none", forced=True, **kernel)  # type: ignore[arg-type]
     if wanted != "auto":
@@ -210,9 +219,23 @@ def _decide() -> Isolation:
             raise SandboxError(
                 f"{ENV_MODE}={wanted}: this machine refuses it ({errors.get(wanted, 'not tried')})"
             )
-        return Isolation(wanted, available, forced=True, private_tmp=wanted in private, **kernel)  # type: ignore[arg-type]
+        return Isolation(
+            wanted,
+            available,
+            forced=True,
+            private_tmp=wanted in private,
+            walls=walls_of(wanted),
+            **kernel,  # type: ignore[arg-type]
+        )
     if available:
-        return Isolation(available[0], available, private_tmp=available[0] in private, **kernel)  # type: ignore[arg-type]
+        best = available[0]
+        return Isolation(
+            best,
+            available,
+            private_tmp=best in private,
+            walls=walls_of(best),
+            **kernel,  # type: ignore[arg-type]
+        )
     why = "; ".join(f"{m}: {e}" for m, e in errors.items())
     return Isolation("none", available, why, **kernel)  # type: ignore[arg-type]
 
@@ -240,6 +263,7 @@ def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
     available = tuple(m for m in doc.get("available", []) if m in MODES)
     _private_tmp_modes[:] = [m for m in doc.get("private_tmp", []) if m in available]
     _probed["landlock"] = int(doc.get("landlock") or 0)
+    _probed["walls"] = dict(doc.get("walls") or {})
     _probed["seccomp"] = bool(doc.get("seccomp"))
     return available, {str(k): str(v) for k, v in dict(doc.get("errors", {})).items()}
 
@@ -254,6 +278,7 @@ def command(
     writable: str | None = None,
     hidden: list[str] | None = None,
     profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
 ) -> list[str]:
     """The launcher's command line that runs ``argv`` isolated in ``mode``; with
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
@@ -268,6 +293,8 @@ def command(
         cmd += ["--keep", path]
     if keep_paths is not None and mode != "none":
         cmd.append("--private-tmp")
+    if mode != "none":
+        cmd += ["--walls", ",".join(walls_on) or "-"]
     if writable:
         cmd += ["--writable", writable]
         for path in hidden or ():
@@ -368,14 +395,15 @@ def _prctl(option: int, arg: int) -> int:
     return int(_libc().prctl(option, arg, 0, 0, 0))
 
 
-def _unshare(mode: str) -> None:
-    """New PID, mount and network namespaces (and a user namespace in ``userns`` mode),
-    our own ids mapped, mounts private, loopback up."""
-    flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWNET
+def _unshare(mode: str, net: bool = True) -> None:
+    """New PID and mount namespaces, a network one with ``net`` (loopback up) and a user
+    one in ``userns`` mode; our own ids mapped, mounts private."""
+    flags = _CLONE_NEWPID | _CLONE_NEWNS | (_CLONE_NEWNET if net else 0)
     flags |= _CLONE_NEWUSER if mode == "userns" else 0
     uid, gid = os.geteuid(), os.getegid()
     names = "CLONE_NEWUSER|" if mode == "userns" else ""
-    _check(_libc().unshare(flags), f"unshare({names}CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWNET)")
+    names += "CLONE_NEWPID|CLONE_NEWNS" + ("|CLONE_NEWNET" if net else "")
+    _check(_libc().unshare(flags), f"unshare({names})")
     if mode == "userns":  # map our own ids (the one mapping a process may write for itself)
         # A non-dumpable process's /proc/self belongs to root, so a non-root user could not
         # write its own maps (a warm template is non-dumpable, and its forks inherit that):
@@ -393,7 +421,8 @@ def _unshare(mode: str) -> None:
                 _prctl(_PR_SET_DUMPABLE, 0)
     libc = _libc()
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    walls.loopback_up()
+    if net:
+        walls.loopback_up()
 
 
 def _mount_proc() -> None:
@@ -518,6 +547,7 @@ def enter_worker(
     writable: str | None = None,
     hidden: list[str] | None = None,
     profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
 ) -> None:
     """The worker's last steps before it runs. Namespace modes: private temp folders
     (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
@@ -532,9 +562,10 @@ def enter_worker(
     if mode != "none" and keep_paths is not None:
         _private_tmp(keep_paths)
         own += [p for p in PRIVATE_TMP if os.path.isdir(p)]
-        devices = walls.minimal_dev()
+        devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
         walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
-        walls.read_only_world(own)
+        if "ro" in walls_on:
+            walls.read_only_world(own)
         try:  # the working directory, resolved again: through the new (writable) mounts
             os.chdir(os.getcwd())
         except OSError:
@@ -604,6 +635,7 @@ def launch(
     writable: str | None = None,
     hidden: list[str] | None = None,
     profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
 ) -> None:
     _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
@@ -612,10 +644,10 @@ def launch(
 
     def become() -> None:
         os.close(pid_fd)
-        enter_worker(mode, keep_admin, keep_paths, True, writable, hidden, profiler)
+        enter_worker(mode, keep_admin, keep_paths, True, writable, hidden, profiler, walls_on)
         _exec(argv)
 
-    run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become)
+    run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become, net="net" in walls_on)
 
 
 def run_isolated(
@@ -625,6 +657,7 @@ def run_isolated(
     keep_fds: tuple[int, ...] = (),
     on_exit: Callable[[int], None] | None = None,
     on_fail: Callable[[str], None] | None = None,
+    net: bool = True,
 ) -> None:
     """From a single-threaded process: make ``mode``'s namespaces, fork the init and the
     worker (which runs ``become_worker``: it must exec or end the process), report the
@@ -640,7 +673,7 @@ def run_isolated(
         walls.become_subreaper()
     else:
         try:
-            _unshare(mode)
+            _unshare(mode, net)
         except OSError as exc:
             _fail(str(exc.strerror or exc))
         life_r, life_w = os.pipe()
@@ -718,48 +751,48 @@ def _init(life_r: int, life_w: int, ready_r: int, ready_w: int) -> None:
             os._exit(0)
 
 
-def _probe_mode(mode: str) -> str:
-    """'' when ``mode`` works here (namespaces made, /proc mounted), else the error;
-    ``'private-tmp refused'`` appended when a tmpfs could not be mounted on /tmp."""
+def _probe_mode(mode: str, net: bool) -> dict[str, object]:
+    """What ``mode`` gives here: ``{"error": ...}`` when its namespaces cannot be made (with
+    a network namespace when ``net``), else which walls its worker can have: ``private``
+    temp folders, a device-only ``dev``, a read-only tree (``ro``)."""
+    import json
+
     rd, wr = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(rd)
-        message = ""
+        doc: dict[str, object] = {}
         try:
-            _unshare(mode)
+            _unshare(mode, net)
             init = os.fork()
             if init == 0:
+                found: dict[str, object] = {}
                 try:
                     _mount_proc()
-                    ok = os.getpid() == 1 and os.path.isfile("/proc/self/status")
+                    if os.getpid() != 1 or not os.path.isfile("/proc/self/status"):
+                        found["error"] = "the namespace's /proc is not its own"
                 except OSError:
-                    os._exit(2)
-                if not ok:
-                    os._exit(3)
-                try:
-                    _private_tmp([])
-                except OSError:
-                    os._exit(4)
-                try:  # the walls a worker of this mode gets: the probe runs them all
-                    walls.minimal_dev()
-                    walls.read_only_world(["/tmp"])
-                except OSError:
-                    os._exit(5)
+                    found["error"] = "mount -t proc proc /proc: refused"
+                if "error" not in found:
+                    for wall, build in (
+                        ("private", lambda: _private_tmp([])),
+                        ("dev", walls.minimal_dev),
+                        ("ro", lambda: walls.read_only_world(["/tmp"])),
+                    ):
+                        try:
+                            build()
+                            found[wall] = True
+                        except OSError as exc:
+                            found[wall] = False
+                            found[f"{wall}_error"] = str(exc)
+                            if wall == "private":
+                                break
+                os.write(wr, json.dumps(found).encode())
                 os._exit(0)
-            _, status = os.waitpid(init, 0)
-            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
-            if code == 2:
-                message = "mount -t proc proc /proc: refused"
-            elif code == 4:
-                message = "private-tmp refused"
-            elif code == 5:
-                message = "a read-only mount tree or a device-only /dev refused"
-            elif code != 0:
-                message = f"the namespace's init failed (status {code})"
+            os.waitpid(init, 0)
         except OSError as exc:
-            message = str(exc.strerror or exc)
-        os.write(wr, message.encode())
+            doc = {"error": str(exc.strerror or exc)}
+            os.write(wr, json.dumps(doc).encode())
         os._exit(0)
     os.close(wr)
     chunks = []
@@ -767,30 +800,45 @@ def _probe_mode(mode: str) -> str:
         chunks.append(chunk)
     os.close(rd)
     os.waitpid(child, 0)
-    return b"".join(chunks).decode(errors="replace")
+    try:
+        got = json.loads(b"".join(chunks).decode(errors="replace") or "{}")
+    except ValueError:
+        got = {}
+    if not got:
+        got = {"error": "the namespace's init died"}
+    got["net"] = net and "error" not in got
+    return dict(got)
 
 
 def _probe() -> None:
     available: list[str] = []
     private: list[str] = []
     errors: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for mode in ("userns", "pidns"):
         if mode == "pidns" and os.geteuid() != 0:
             errors[mode] = "needs root"
             continue
-        error = _probe_mode(mode)
-        if error and error != "private-tmp refused":
-            errors[mode] = error
+        got = _probe_mode(mode, net=True)
+        if "error" in got:  # a machine that makes the other namespaces but not a network one
+            got = _probe_mode(mode, net=False)
+        if "error" in got:
+            errors[mode] = str(got["error"])
             continue
         available.append(mode)
-        if not error:
+        if got.get("private"):
             private.append(mode)
+        found[mode] = [w for w in ("net", "dev", "ro") if got.get(w)]
+        refused = [f"{w}: {got[w + '_error']}" for w in ("dev", "ro") if f"{w}_error" in got]
+        if refused:
+            errors[f"{mode} walls"] = "; ".join(refused)
     import json
 
     doc = {
         "available": available,
         "errors": errors,
         "private_tmp": private,
+        "walls": found,
         "landlock": walls.landlock_abi(),
         "seccomp": walls.seccomp_supported(),
     }
@@ -813,6 +861,7 @@ def main(argv: list[str]) -> int:
     values: dict[str, str] = {}
     keep: list[str] = []
     hidden: list[str] = []
+    walls_on: list[str] = list(ALL_WALLS)
     rest = list(opts)
     while rest:
         key = rest.pop(0)
@@ -822,6 +871,8 @@ def main(argv: list[str]) -> int:
             keep.append(rest.pop(0))
         elif key == "--hide":
             hidden.append(rest.pop(0))
+        elif key == "--walls":
+            walls_on[:] = [w for w in rest.pop(0).split(",") if w in ALL_WALLS]
         else:
             values[key] = rest.pop(0)
     mode = values.get("--mode", "")
@@ -840,6 +891,7 @@ def main(argv: list[str]) -> int:
             values.get("--writable"),
             hidden,
             "--profiler" in values,
+            walls_on,
         )
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")

@@ -138,6 +138,7 @@ def run_sandboxed(
             keep_paths=keep,
             writable=str(workdir),
             hidden=sandbox.parent_folders(),
+            walls_on=isolation.walls,
         )
         out = subprocess.PIPE if capture else None
         proc = subprocess.Popen(

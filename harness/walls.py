@@ -86,7 +86,7 @@ DENIED = (
 )  # fmt: skip
 _NS_FLAGS = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000
 _NS_FLAGS |= 0x02000000  # NEWUSER NEWPID NEWNS NEWNET NEWIPC NEWUTS NEWCGROUP
-_EPERM, _ENOSYS = 1, 38
+_EPERM, _EINVAL, _ENOSYS = 1, 22, 38
 _AF_UNIX, _SOCK_DGRAM = 1, 2
 
 _libc_handle: ctypes.CDLL | None = None
@@ -209,9 +209,52 @@ def read_only_world(writable: list[str]) -> None:
         if path and os.path.isdir(path):
             _mount(path.encode(), path, None, _MS_BIND | _MS_REC)
             own.append(path)
-    _setattr("/", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, recursive=True)
-    for path in own:
-        _setattr(path, 0, _MOUNT_ATTR_RDONLY, recursive=False)
+    try:
+        _setattr("/", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, recursive=True)
+        for path in own:
+            _setattr(path, 0, _MOUNT_ATTR_RDONLY, recursive=False)
+    except OSError as exc:
+        if exc.errno not in (_ENOSYS, _EINVAL):
+            raise
+        _remount_each(own)  # a kernel without mount_setattr (before 5.12, gVisor)
+
+
+_MS_NOEXEC, _MS_REMOUNT = 8, 32
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_KEPT_FLAGS = {"nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
+               "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME}  # fmt: skip
+
+
+def _remount_each(own: list[str]) -> None:
+    """Read-only the old way: each mount of the tree remounted ``ro,nosuid`` on its own,
+    keeping the flags a user namespace may not clear; the ``own`` mounts left writable."""
+    keep = [p.rstrip("/") + "/" for p in own]
+    with open("/proc/self/mountinfo") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
+        fields = line.split()
+        point = _unescape(fields[4])
+        options = fields[5].split(",")
+        if any((point.rstrip("/") + "/").startswith(k) for k in keep) or "ro" in options:
+            continue
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID
+        for name, flag in _KEPT_FLAGS.items():
+            if name in options:
+                flags |= flag
+        _mount(None, point, None, flags)
+
+
+def _unescape(text: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes are octal escapes."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and text[i + 1 : i + 4].isdigit():
+            out.append(chr(int(text[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def loopback_up() -> None:

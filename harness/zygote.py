@@ -244,7 +244,16 @@ def _launcher(template: Template, request: dict[str, Any], fds: list[int]) -> No
     def become() -> None:
         _become_worker(template, request, to_worker, from_worker, status, mode, (out, err))
 
-    sandbox.run_isolated(mode, report, become, keep_fds=(status,), on_exit=on_exit, on_fail=on_fail)
+    walls_on = list(dict(request.get("walls") or {}).get("on", sandbox.ALL_WALLS))
+    sandbox.run_isolated(
+        mode,
+        report,
+        become,
+        keep_fds=(status,),
+        on_exit=on_exit,
+        on_fail=on_fail,
+        net="net" in walls_on,
+    )
 
 
 def _become_worker(
@@ -275,6 +284,7 @@ def _become_worker(
         False,
         writable=walls.get("writable"),
         hidden=list(walls.get("hidden") or []),
+        walls_on=list(walls.get("on", sandbox.ALL_WALLS)),
     )
     _reset_process(template, request, workdir)
     _seed_worker(template.backend)
