@@ -61,6 +61,15 @@ def parse_target(text: str) -> int:
     return int(match.group(1))
 
 
+def of_name(name: str) -> Requirement | None:
+    """What an instruction or API needs when its name alone says so (``tcgen05.mma``:
+    sm_100a, ``wgmma.mma_async``: sm_90a), whatever the index holds of it; else None."""
+    for pattern, family in _FAMILY_ONLY:
+        if pattern.search(name):
+            return Requirement(family, family)
+    return None
+
+
 def _family(text: str, sm: int) -> int | None:
     for pattern, family in _FAMILY_ONLY:
         if family == sm and pattern.search(text):

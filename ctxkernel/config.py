@@ -14,7 +14,15 @@ from typing import Any
 
 from harness import paths
 
-from .errors import UserError, shown
+from .errors import UserError, shown, warn_once
+
+# the keys config.toml may hold (each a string), with what they set
+KEYS = {
+    "index_dir": "where the local index lives",
+    "chroma_url": "a chromadb server to use instead of the local store",
+    "embed": "the embedder index runs use: static, minilm or a model directory",
+    "embed_model": "the model directory of a sentence-transformers embedder",
+}
 
 
 @dataclass(frozen=True)
@@ -35,9 +43,22 @@ def _file_settings() -> dict[str, Any]:
         return {}
     try:
         with open(file, "rb") as fh:
-            return tomllib.load(fh)
+            data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{file.name}: invalid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{file.name}: cannot read it: {exc}") from exc
+    for key, value in data.items():
+        if key not in KEYS:
+            # a misspelt key would otherwise be a setting silently not made
+            warn_once(
+                f"{file}: unknown key {shown(key)} ignored (known: {', '.join(sorted(KEYS))})"
+            )
+        elif not isinstance(value, str):
+            raise UserError(
+                f"{key} in {file.name} must be a string (a quoted TOML value), got {shown(value)}"
+            )
+    return {k: v for k, v in data.items() if k in KEYS}
 
 
 def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) -> Settings:
@@ -50,10 +71,6 @@ def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) 
     model = os.environ.get("CTXKERNEL_EMBED_MODEL") or conf.get("embed_model") or None
     embed = conf.get("embed") or conf.get("embed_model") or None
     check_dir(chosen_dir, "index dir")
-    if url is not None and not isinstance(url, str):
-        raise UserError(f"chroma_url in {config_file().name} must be a string")
-    if embed is not None and not isinstance(embed, str):
-        raise UserError(f"embed in {config_file().name} must be a string")
     return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model, embed=embed)
 
 

@@ -3,10 +3,12 @@ and ``grep`` tools) stay inside the corpus snapshot the index was built from.
 
 The index records where each file's bytes were. Index time never follows a link out of
 the snapshot; this module keeps that true later, when a recorded file (or a folder on
-its path) may have been replaced by a symlink leading elsewhere (``/etc/passwd``), or by
-something that is not a regular file (a FIFO that would block a read). The snapshot's
+its path) may have been replaced by a symlink leading elsewhere (``/etc/passwd``), by
+something that is not a regular file (a FIFO that would block a read), or by a hard link
+to a file outside (its path still resolves inside: the file it names is another one, so
+the device and inode the index recorded differ, or its link count grew). The snapshot's
 root is recovered from the recorded paths themselves, so indexes made before this
-module work too.
+module work too (those recorded no identities: only the paths are checked).
 """
 
 from __future__ import annotations
@@ -42,23 +44,43 @@ def snapshot_root(locals_by_path: Mapping[str, str]) -> Path | None:
     return Path(os.path.commonpath(sorted(roots)))
 
 
+Identity = tuple[int, int, int]  # (device, inode, link count) of a file when indexed
+
+
 class Confinement:
     """Which recorded local copies may be read, for one request (folder lookups are
-    remembered for that request only)."""
+    remembered for that request only); ``ids`` maps a local copy to the identity the
+    index recorded for it, when it recorded one."""
 
-    def __init__(self, root: Path | None) -> None:
+    def __init__(self, root: Path | None, ids: Mapping[str, Identity] | None = None) -> None:
         self.root = os.path.realpath(root) if root is not None else None
+        self.ids: Mapping[str, Identity] = ids or {}
         self._dirs: dict[str, bool] = {}
         self._reals: dict[str, str] = {}
 
     @classmethod
     def for_corpus(
-        cls, key: tuple[str, str, str], locals_by_path: Mapping[str, str]
+        cls,
+        key: tuple[str, str, str],
+        locals_by_path: Mapping[str, str],
+        ids: Mapping[str, Identity] | None = None,
     ) -> Confinement:
-        """The confinement of a corpus; ``key`` (index dir, corpus, generation) caches its root."""
+        """The confinement of a corpus; ``key`` (index dir, corpus, generation) caches its
+        root; ``ids``: the recorded identities by upstream path (``CorpusCache.file_ids``)."""
         if key not in _ROOTS:
             _ROOTS[key] = snapshot_root(locals_by_path)
-        return cls(_ROOTS[key])
+        by_local = {locals_by_path[p]: i for p, i in (ids or {}).items() if locals_by_path.get(p)}
+        return cls(_ROOTS[key], by_local)
+
+    def same_file(self, local: str, st: os.stat_result) -> bool:
+        """``st`` (of the file ``local`` names now) is the file the index read: the same
+        device and inode, and no new name for it since (a link count that fell is
+        allowed: a package manager's cache that shared the file was cleaned)."""
+        known = self.ids.get(local)
+        if known is None:
+            return True
+        dev, ino, nlink = known
+        return st.st_dev == dev and st.st_ino == ino and st.st_nlink <= nlink
 
     def _inside(self, real: str) -> bool:
         return self.root is not None and (
@@ -98,10 +120,12 @@ class Confinement:
         if stat.S_ISLNK(st.st_mode):
             real = os.path.realpath(local)
             try:
-                return self._inside(real) and stat.S_ISREG(os.stat(real).st_mode)
+                st = os.stat(real)
             except OSError:
                 return False
-        return stat.S_ISREG(st.st_mode)
+            if not self._inside(real):
+                return False
+        return stat.S_ISREG(st.st_mode) and self.same_file(local, st)
 
     def read_bytes(self, local: str, what: str) -> bytes | None:
         """The file's bytes, None when it is gone; Refused when it now leads outside.
@@ -121,17 +145,23 @@ class Confinement:
             real = _fd_path(fd) or os.path.realpath(local)
             if not stat.S_ISREG(st.st_mode) or not self._inside(real):
                 raise self._refuse(what)
+            if not self.same_file(local, st):
+                raise self._refuse(what, swapped=True)
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 return fh.read()
         finally:
             os.close(fd)
 
     @staticmethod
-    def _refuse(what: str) -> Refused:
+    def _refuse(what: str, *, swapped: bool = False) -> Refused:
         corpus = what.split(":", 1)[0]
+        how = (
+            "is another file than the one indexed (a hard link or a copy put there after indexing)"
+            if swapped
+            else "resolves outside the corpus (a symlink or special file put there after indexing)"
+        )
         return Refused(
-            f"refusing {what}: its file on disk resolves outside the corpus (a symlink or "
-            f"special file put there after indexing); re-index with `ctxkernel index {corpus}`"
+            f"refusing {what}: its file on disk {how}; re-index with `ctxkernel index {corpus}`"
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import paths
 
-from .errors import UserError
+from .errors import UserError, shown, warn_once
 
 KINDS = ("example", "tutorial", "source", "doc", "test")
 
@@ -331,10 +331,10 @@ class _Fields:
         self.where = where
 
     def fail(self, key: str, expected: str, value: Any) -> UserError:
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        return UserError(f"{self.where}: {key} must be {expected}, got {shown}")
+        quoted = repr(value)
+        if len(quoted) > 60:
+            quoted = quoted[:57] + "..."
+        return UserError(f"{self.where}: {key} must be {expected}, got {quoted}")
 
     def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
         value = data.get(key, {})
@@ -363,6 +363,18 @@ class _Fields:
             raise self.fail(prefix + key, "a positive integer", value)
         return value
 
+    def known(self, data: dict[str, Any], keys: str, prefix: str = "") -> None:
+        """Warn (once) of keys this table may not hold: a misspelt ``[files] includes``
+        would otherwise index everything, silently."""
+        allowed = keys.split()
+        for key in data:
+            if key not in allowed:
+                warn_once(
+                    f"{self.where}: unknown key {shown(prefix + key)} ignored "
+                    f"(known{' in [' + prefix.rstrip('.') + ']' if prefix else ''}: "
+                    f"{', '.join(allowed)})"
+                )
+
     def mapping(self, data: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
         table = self.table(data, key)
         for glob, value in table.items():
@@ -374,6 +386,7 @@ class _Fields:
 def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
     where = f"corpus definition {file.name}"
     f = _Fields(where)
+    f.known(data, "name description source files chunkers kinds links limits")
     name = f.string(data, "name", file.stem) or file.stem
     if not re.fullmatch(r"[A-Za-z0-9_.-]{2,60}", name):
         raise UserError(f"{where}: name {name!r} must be 2-60 letters, digits, '.', '_' or '-'")
@@ -383,6 +396,7 @@ def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
     if pkg is not None:
         if not isinstance(pkg, dict):
             raise f.fail("source.package", "a table", pkg)
+        f.known(pkg, "distributions distribution strip prefix version_ref", "source.package.")
         if "distributions" in pkg:
             dists = f.strings(pkg, "distributions", [], "source.package.")
         else:
@@ -404,14 +418,18 @@ def _parse_corpus(data: dict[str, Any], file: Path) -> Corpus:
     )
     if not (source.git or source.url or source.package):
         raise UserError(f"{where}: [source] needs git, url or package")
+    f.known(src, "git ref url package", "source.")
     files = f.table(data, "files")
+    f.known(files, "include exclude link_only", "files.")
     chunkers = f.mapping(data, "chunkers")
     kinds = f.mapping(data, "kinds")
     for _, kind in kinds:
         if kind not in KINDS:
             raise UserError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
     links = f.table(data, "links")
+    f.known(links, "blob doc", "links.")
     limits = f.table(data, "limits")
+    f.known(limits, "max_file_bytes max_lines min_lines target_lines", "limits.")
     return Corpus(
         name=name,
         description=f.string(data, "description").strip(),

@@ -51,6 +51,7 @@ def lexical_problem(store: Store, corpus: str) -> str:
     """What is broken in a corpus's local cache (chunk table with its vectors and term
     counts, BM25 arrays, vector snapshot), or ""."""
     from .lexical import FIELDS, LexicalIndex, TermIds
+    from .links import LINKS_FILE
     from .vectors import DenseIndex
 
     cache = store.cache(corpus)
@@ -58,6 +59,9 @@ def lexical_problem(store: Store, corpus: str) -> str:
     problem = _sqlite_problem(cache.db_path)
     if problem:
         return f"{where}/meta.sqlite: {problem}"
+    problem = _sqlite_problem(cache.directory / LINKS_FILE)
+    if problem:
+        return f"{where}/{LINKS_FILE}: {problem}"
     if (cache.bm25_dir / "meta.json").is_file():
         db = sqlite3.connect(f"file:{cache.db_path}?mode=ro", uri=True, timeout=5)
         try:
@@ -150,11 +154,29 @@ def guard(
         try:
             names = list(corpora) if corpora is not None else _indexed(store)
             message = diagnose(store, names, indexing=indexing)
+            if not message and corpora is not None:
+                # what a query reads past its corpora (docs' links of every corpus)
+                others = [c for c in _indexed(store) if c not in names]
+                message = diagnose(store, others, indexing=indexing)
         except Exception:  # diagnosing must never hide the first error
             message = ""
         if message:
             raise IndexDamaged(message) from exc
         raise
+
+
+def damaged(store: Store, corpora: Sequence[str]) -> dict[str, str]:
+    """Corpus -> the one line that names what is broken in its local index and the
+    repair, for those of ``corpora`` that are damaged."""
+    found: dict[str, str] = {}
+    for corpus in corpora:
+        try:
+            line = diagnose(store, [corpus])
+        except Exception as exc:  # a part so broken that diagnosing it fails is damaged too
+            line = f"the index of corpus {corpus!r} cannot be read ({_reason(exc)})"
+        if line:
+            found[corpus] = line
+    return found
 
 
 def _indexed(store: Store) -> list[str]:

@@ -9,6 +9,7 @@ Exact names are answered from the symbol table (SQLite), without the embedding m
 from __future__ import annotations
 
 import difflib
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,28 +53,12 @@ class DocsResult:
         }
 
 
-# First parts of PTX instruction names (``wgmma.mma_async`` -> ``wgmma``); with directives
-# (``.reqntid``) they say a topic is documented by the PTX ISA, i.e. the ``ptx`` corpus.
-PTX_OPCODES = frozenset(
-    """abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind
-    bmsk bra brev brkpt brx call clusterlaunchcontrol clz cnot copysign cos cp
-    createpolicy cvt cvta discard div dp2a dp4a elect ex2 exit fence fma fns getctarank
-    griddepcontrol isspacep istypep ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match
-    max mbarrier membar min mma mov movmatrix mul mul24 multimem nanosleep neg not or
-    pmevent popc prefetch prefetchu prmt rcp red redux rem ret rsqrt sad selp set setmaxnreg
-    setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix sub subc suld
-    suq sured sust szext tanh tcgen05 tensormap testp tex tld4 trap txq vabsdiff vadd
-    vote vshl wgmma wmma xor""".split()  # noqa: SIM905 (a word list reads better so)
-)
-
-
 def ptx_hint(store: Store, topic: str, searched: list[str]) -> str:
     """Advice to index the ``ptx`` corpus, for a PTX name looked up where it is not indexed."""
     from .corpus import load_corpora
 
     t = topic.strip()
-    looks_ptx = t.startswith(".") or ("." in t and t.split(".", 1)[0].lower() in PTX_OPCODES)
-    if not looks_ptx or "ptx" in searched or "ptx" in store.corpora():
+    if not symbols.looks_ptx(t) or "ptx" in searched or "ptx" in store.corpora():
         return ""
     if "ptx" not in load_corpora():
         return ""
@@ -92,11 +77,36 @@ def lookup(
     explicit: bool = False,
 ) -> DocsResult:
     """The best definition or section of ``topic`` in ``corpora`` (default: all indexed);
-    ``explicit`` when the caller chose the corpora (then no advice about other ones)."""
-    result = _lookup(store, topic, corpora, alternatives)
-    if not explicit:
-        result.hint = ptx_hint(store, topic, corpora or store.corpora())
+    ``explicit`` when the caller chose the corpora (then no advice about other ones).
+
+    A PTX name looked up where the ptx corpus is not indexed has no answer: only the PTX
+    ISA documents an instruction, and what the other corpora hold (a wrapper, a function
+    that shares a word with it) is listed as an alternative under the advice to index
+    ptx, never presented as the instruction's documentation."""
+    hint = "" if explicit else ptx_hint(store, topic, corpora or store.corpora())
+    if not hint:
+        return _lookup(store, topic, corpora, alternatives)
+    # more candidates than shown: those that do not spell the name are dropped
+    result = _lookup(store, topic, corpora, alternatives * 4)
+    found = [result.best] if result.best is not None else []
+    spelled = _spelling(topic)
+    kept = [h for h in [*found, *result.alternatives] if spelled.search(_said(h.chunk))]
+    for i, hit in enumerate(kept[:alternatives], 1):
+        hit.rank = i
+    result.best, result.alternatives, result.how = None, kept[:alternatives], "none"
+    result.hint = hint
     return result
+
+
+def _spelling(topic: str) -> re.Pattern[str]:
+    """The name as code spells it too: ``mma.sync`` in an asm string, ``mma_sync`` as a
+    wrapper's name (a ``sync`` or an ``MMA`` alone is another thing)."""
+    parts = [re.escape(p) for p in topic.strip().lstrip(".").split(".") if p]
+    return re.compile(r"(?<![A-Za-z0-9])" + "[._]".join(parts) + r"(?![A-Za-z0-9])", re.I)
+
+
+def _said(chunk: Chunk) -> str:
+    return "\n".join((chunk.symbol, chunk.title, *chunk.defines, chunk.text))
 
 
 def _lookup(
@@ -113,7 +123,7 @@ def _lookup(
             Hit(c, score=1.0 / (1 + i), rank=i + 1, via="docs")
             for i, (_, c) in enumerate(scored[: alternatives + 1])
         ]
-        how = "exact" if scored[0][0][0] == 0 else "name"
+        how = "exact" if symbols.is_exact(scored[0][0]) else "name"
         return DocsResult(topic, hits[0], hits[1:], [], (time.perf_counter() - t0) * 1000, how)
     # nothing defines that name: the closest lexical match, and spellings that exist
     best, others = _lexical_fallback(store, names, topic, alternatives)

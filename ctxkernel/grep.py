@@ -33,6 +33,7 @@ from .store import Store
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MAX_RESULTS = 200
+TIME_LIMIT = "time limit"  # how ``GrepResult.truncated`` starts when the deadline stopped it
 ARGS_PER_CALL = 2000
 
 
@@ -44,6 +45,12 @@ class GrepResult:
     engine: str = "rg"
     took_ms: float = 0.0
     refused: int = 0  # recorded files left out: they now resolve outside the corpus
+
+    @property
+    def timed_out(self) -> bool:
+        """Stopped by the time limit: what was found is a part, and how big a part is
+        unknown (unlike a stop at max results, which found at least that many)."""
+        return self.truncated.startswith(TIME_LIMIT)
 
 
 @dataclass
@@ -68,7 +75,7 @@ class _Deadline:
 
     @property
     def reason(self) -> str:
-        return f"time limit ({self.seconds:g} s)"
+        return f"{TIME_LIMIT} ({self.seconds:g} s)"
 
 
 def find_rg() -> str | None:
@@ -152,7 +159,7 @@ def grep(
             (time.perf_counter() - t0) * 1000,
         )
     key = (str(store.index_dir), corpus, cache.get_info("generation") or "")
-    confined = Confinement.for_corpus(key, {p: e.local for p, e in files.items()})
+    confined = Confinement.for_corpus(key, {p: e.local for p, e in files.items()}, cache.file_ids())
     allowed = {f: p for f, p in local.items() if confined.allows(f)}
     refused = len(local) - len(allowed)
     if rg:
@@ -345,7 +352,8 @@ def _py(
     deadline: _Deadline,
 ) -> tuple[list[tuple[str, list[_Line]]], str]:
     job = {"pattern": pattern, "ignore_case": ignore_case, "context": context,
-           "max_results": max_results, "files": files, "root": confined.root}  # fmt: skip
+           "max_results": max_results, "files": files, "root": confined.root,
+           "ids": {f: confined.ids[f] for f in files if f in confined.ids}}  # fmt: skip
     return _python_engine(job, deadline)
 
 

@@ -50,7 +50,8 @@ def _texts(job: dict[str, Any]) -> Iterable[tuple[str, int, str]]:
         from .confine import Confinement
         from .errors import UserError
 
-        confined = Confinement(Path(job["root"]) if job.get("root") else None)
+        ids = {f: (int(d), int(i), int(n)) for f, (d, i, n) in job.get("ids", {}).items()}
+        confined = Confinement(Path(job["root"]) if job.get("root") else None, ids)
         for file in job["files"]:
             try:
                 data = confined.read_bytes(file, file)

@@ -192,12 +192,11 @@ def _wanted(corpus: Corpus, snapshot: Snapshot, cache: CorpusCache) -> list[Sour
     return out
 
 
-def _stat(f: SourceFile) -> tuple[int, int] | None:
+def _stat(f: SourceFile) -> os.stat_result | None:
     try:
-        st = f.local.stat()
+        return f.local.stat()
     except OSError:
         return None
-    return st.st_size, st.st_mtime_ns
 
 
 _SM_NUMBER = re.compile(r"sm_?\d")
@@ -394,6 +393,7 @@ def _index_corpus(
     present: set[str] = set()
     stats = {} if force else cache.file_stats()
     seen_stats: list[tuple[str, int, int, str]] = []
+    ids: list[tuple[str, int, int, int]] = []  # (path, device, inode, links) of each file kept
     stored_link_only = cache.link_only_paths()
     relocated = 0  # files whose content moved elsewhere on this machine (grep reads them there)
     for f in wanted:
@@ -401,10 +401,12 @@ def _index_corpus(
         if old is not None and (f.path in stored_link_only) != corpus.is_link_only(f.path):
             old = None  # moved into or out of the link-only globs: chunked again
         st = _stat(f)
+        if st is not None:
+            ids.append((f.path, st.st_dev, st.st_ino, st.st_nlink))
         if (
             old is not None
             and st is not None
-            and stats.get(f.path) == (*st, old.file_hash)
+            and stats.get(f.path) == (st.st_size, st.st_mtime_ns, old.file_hash)
             and old.local == str(f.local)
         ):
             # size and mtime as when its hash was taken: unchanged, and not read again
@@ -419,7 +421,7 @@ def _index_corpus(
             continue
         present.add(f.path)
         if st is not None:
-            seen_stats.append((f.path, st[0], st[1], file_hash))
+            seen_stats.append((f.path, st.st_size, st.st_mtime_ns, file_hash))
         if old is not None and old.file_hash == file_hash and not force:
             if old.local != str(f.local):
                 # the same content somewhere else (another clone, a dir: source): only
@@ -514,6 +516,7 @@ def _index_corpus(
     report.chunks_total = cache.count()
     report.link_only_chunks = cache.link_count()
     cache.set_file_stats(seen_stats, older_than_ns=time.time_ns() - STAT_TRUST_NS)
+    cache.set_file_ids([i for i in ids if i[0] in present])
     cache.set_info("generation", generation)
     links_task = progress.task(f"{corpus.name}: concept links", None)
     # the changed files' links made again (every link after a forced or interrupted run)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import arch as archmod
 from .corpus import Chunk
-from .docs import PTX_OPCODES
+from .render import counted
+from .symbols import PTX_OPCODES
 
 if TYPE_CHECKING:
     from .store import CorpusCache, Store
@@ -886,20 +887,24 @@ def rows(db: sqlite3.Connection) -> tuple[list[Any], ...]:
 @dataclass
 class Vocabulary:
     """The PTX names the ``ptx`` corpus defines, by key (``wgmma_mma_async`` ->
-    ``wgmma.mma_async``); empty when the PTX manual is not indexed."""
+    ``wgmma.mma_async``). Without the PTX manual (``spelled``), the names the wrappers
+    themselves are built on stand in for them (``spelled_in``): a wrapper still leads to
+    the others of its instruction and to their callers in every corpus, and only the
+    section is missing."""
 
     names: dict[str, str] = field(default_factory=dict)
     # names only sections about an instruction define, not its own section ("Block
     # Scaling for mma.sync", "Matrix Fragments for mma.m16n8k16"): a link resolves past
     # them to the instruction (``mma.sync.aligned.m16n8k8`` is the ``mma`` instruction)
     aside: frozenset[str] = frozenset()
+    spelled: bool = False  # names from the code's own spelling: a key no name begins is its own
     _resolved: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
     _order: list[tuple[str, int]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, store: Store) -> Vocabulary:
         if PTX_CORPUS not in store.corpora():
-            return cls()
+            return cls.spelled_in(store)
         cache = store.synced_cache(PTX_CORPUS)
         names: dict[str, str] = {}
         instruction: set[str] = set()
@@ -912,10 +917,29 @@ class Vocabulary:
                     instruction.add(key)
         return cls(names, frozenset(set(names) - instruction))
 
+    @classmethod
+    def spelled_in(cls, store: Store) -> Vocabulary:
+        """Without the PTX manual (``make demo``): the instruction names of the links
+        that name one whole — ``nvvm`` ops, Gluon intrinsics, the manual anchors CuTeDSL
+        cites — so an ``asm`` string (``wgmma.mma_async.sync.aligned.m64n8k16...``)
+        resolves to the longest of them it begins with, as it would to a section."""
+        names: dict[str, str] = {}
+        for corpus in store.corpora():
+            db = table(store.synced_cache(corpus))
+            try:
+                found = db.execute(
+                    "SELECT DISTINCT key FROM links WHERE how IN ('nvvm', 'intrinsic', 'anchor')"
+                ).fetchall()
+            finally:
+                db.close()
+            for (key,) in found:
+                names.setdefault(key, key.replace("_", "."))
+        return cls(names, spelled=True)
+
     def resolve(self, key: str, how: str = "") -> str | None:
         """The concept (key of the most specific PTX name) a link's key belongs to."""
         if not self.names:
-            return None  # no PTX manual indexed: no section to link to
+            return key if self.spelled else None
         if key not in self._resolved:  # a docs call asks for thousands of keys, many alike
             self._resolved[key] = self._resolve(key)
         return self._resolved[key]
@@ -941,7 +965,7 @@ class Vocabulary:
             candidate = "_".join(parts[:n])
             if candidate in self.names and candidate not in self.aside:
                 return candidate
-        return None
+        return key if self.spelled else None
 
     def name(self, key: str) -> str:
         return self.names.get(key, key.replace("_", "."))
@@ -1116,5 +1140,6 @@ def render_lines(links: list[Link], total: int | None = None, urls: bool = True)
             + (f"  {link.chunk.url}" if link.chunk.url and urls else "")
         )
     if total is not None and total > len(links):
-        lines.append(f"  ({total - len(links)} more links; `ctxkernel related ID` for one hit's)")
+        more = counted(total - len(links), "more link")
+        lines.append(f"  ({more}; `ctxkernel related ID` for one hit's)")
     return lines

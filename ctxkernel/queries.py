@@ -30,6 +30,10 @@ MIN_MAX_TOKENS = 200
 DEFAULT_MAX_TOKENS = 4000
 MAX_MAX_TOKENS = 20000
 
+# A search query's length: room for a whole pasted traceback (a Triton compilation error
+# with its frames and the kernel's source runs to several thousand characters)
+MAX_QUERY_CHARS = 16_000
+
 GREP_DEFAULT_TIMEOUT_S = 10.0
 GREP_MAX_TIMEOUT_S = 30.0
 MODES = ("hybrid", "lexical", "dense")
@@ -105,7 +109,7 @@ class SearchQuery:
             help="What to look for: a question in plain words or a name.",
             argument=True,
             min_length=1,
-            max_length=2000,
+            max_length=MAX_QUERY_CHARS,
         )
     )
     corpus: tuple[str, ...] = _corpora("search")

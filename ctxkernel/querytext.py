@@ -34,7 +34,19 @@ _EXAMPLE = re.compile(
 def error_message(query: str) -> str | None:
     """The message an error-like query quotes, its wrapping peeled off; None when the
     query does not read as a pasted error (no exception type, diagnostic or location in
-    front)."""
+    front). A whole pasted traceback is read by its last line that names an error: the
+    frames before it are where the error passed, not what it says."""
+    found = _peeled(query)
+    lines = query.strip().splitlines()
+    if found is None and len(lines) > 1:
+        for line in reversed(lines):
+            found = _peeled(line)
+            if found is not None:
+                break
+    return found
+
+
+def _peeled(query: str) -> str | None:
     text = " ".join(query.split())
     peeled = False
     for _ in range(6):

@@ -17,6 +17,12 @@ from .corpus import Hit
 SNIPPET_LINES = 12
 
 
+def counted(n: int, one: str, many: str = "") -> str:
+    """``1 result``, ``2 results``: a count with its noun in the right number (``many``
+    for a plural that is not ``one`` + s)."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def json_line(obj: dict[str, Any], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -101,7 +107,7 @@ def print_hits(
         if len(lines) > len(shown):
             con.print(
                 Text(
-                    f"    … {len(lines) - len(shown)} more lines (ctxkernel show {c.id})",
+                    f"    … {counted(len(lines) - len(shown), 'more line')} (ctxkernel show {c.id})",
                     style="dim",
                 )
             )
@@ -138,7 +144,9 @@ def _plain_hits(hits: Sequence[Hit], snippet_lines: int, show_score: bool) -> No
             n = c.start_line + i
             out.write(f"  {n:>{width}}{':' if n in matches else ' '} {line}\n")
         if len(lines) > len(shown):
-            out.write(f"    … {len(lines) - len(shown)} more lines (ctxkernel show {c.id})\n")
+            out.write(
+                f"    … {counted(len(lines) - len(shown), 'more line')} (ctxkernel show {c.id})\n"
+            )
         out.write("\n")
 
 

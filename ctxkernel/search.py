@@ -71,6 +71,8 @@ class SearchResult:
     mode: str
     corpora: list[str]
     timings: dict[str, float] = field(default_factory=dict)
+    # corpora left out of a search of every corpus: name -> what is damaged, the repair
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 class Searcher:
@@ -216,8 +218,11 @@ class Searcher:
                 if entries:
                     lists.append((weight, _best_first(entries, depth, reverse=False)))
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
-        if mode == "hybrid":
-            # a bare name asks for its definition: the definitions lead, in their order
+        if mode in ("hybrid", "lexical"):
+            # a bare name asks for its definition: the definitions lead, in their order.
+            # The symbol table is an exact-name match, so lexical mode ("for exact
+            # identifiers") has it too: BM25 alone ranks the many chunks that call a
+            # name above the one that defines it.
             name_query = is_name_query(query)
             defs: list[tuple[tuple[Any, ...], str, int]] = []
             for name, cache in caches.items():
@@ -225,6 +230,7 @@ class Searcher:
             if defs:
                 ranked = _best_first(defs, SYMBOL_DEPTH, reverse=False)
                 (sharp if name_query else lists).append((self.weights.symbol, ranked))
+        if mode == "hybrid":
             path_weight = self.weights.path_in_example if example else self.weights.path
             if path_weight and not message and not name_query:
                 by_path: list[tuple[float, str, int]] = []

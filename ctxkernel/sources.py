@@ -111,8 +111,10 @@ class GitSource(Source):
         target.parent.mkdir(parents=True, exist_ok=True)
         if progress:
             progress(f"fetching {self.origin}", 0, 1)
+        fresh = not (target / ".git").is_dir()
+        done = False
         try:
-            repo = git.Repo(target) if (target / ".git").is_dir() else git.Repo.init(target)
+            repo = git.Repo.init(target) if fresh else git.Repo(target)
             if "origin" in [r.name for r in repo.remotes]:
                 repo.remotes.origin.set_url(self.fetch_url)
             else:
@@ -121,10 +123,16 @@ class GitSource(Source):
             repo.git.checkout("--force", "--detach", "FETCH_HEAD")
             repo.git.clean("-fdxq")
             sha = repo.head.commit.hexsha
+            done = True
         except GitFailed as exc:
             raise UserError(self._unreachable(exc)) from None
         except git.GitCommandError as exc:
             raise UserError(self._unreachable(exc)) from exc
+        finally:
+            if fresh and not done:
+                # a clone that never got a commit is an empty repository: the next run
+                # would take it for a clone to update, and it holds nothing to keep
+                shutil.rmtree(target, ignore_errors=True)
         if progress:
             progress(f"fetched {sha[:12]}", 1, 1)
         files, skipped = _tracked_files(target, repo)
@@ -138,9 +146,10 @@ class GitSource(Source):
         fetch = ["fetch", "--progress", "--depth", "1", "--no-tags", "origin"]
         try:
             run_git([*fetch, self.ref], where, self.origin)
-        except GitFailed:
-            if self.ref in ("HEAD", "main", "master"):
-                # a mirror whose default branch has another name
+        except GitFailed as exc:
+            # a mirror whose default branch has another name; not after a stall: the
+            # server did not answer, and asking again would wait the limit out twice
+            if self.ref in ("main", "master") and not exc.stalled:
                 run_git([*fetch, "HEAD"], where, self.origin)
             else:
                 raise
@@ -168,11 +177,13 @@ class GitSource(Source):
 
 
 class GitFailed(Exception):
-    """A git command failed, or was killed for showing no progress; the message says which."""
+    """A git command failed, or was killed for showing no progress (``stalled``: another
+    try would only wait as long again); the message says which."""
 
-    def __init__(self, message: str, stderr: str = "") -> None:
+    def __init__(self, message: str, stderr: str = "", *, stalled: bool = False) -> None:
         super().__init__(message)
         self.stderr = stderr
+        self.stalled = stalled
 
 
 def _stall_s() -> float:
@@ -245,7 +256,7 @@ def run_git(
         reader.join(2)
     stderr = b"".join(err).decode("utf-8", "replace")
     if why:
-        raise GitFailed(f"{what}: {why}", stderr)
+        raise GitFailed(f"{what}: {why}", stderr, stalled=True)
     if proc.returncode != 0:
         lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
         detail = " ".join(" ".join(lines[-2:]).split())[:200] or f"exit status {proc.returncode}"

@@ -69,6 +69,7 @@ CREATE INDEX IF NOT EXISTS defines_lname ON defines(lname);
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS file_stats(path TEXT PRIMARY KEY, size INT, mtime_ns INT, file_hash TEXT);
 CREATE TABLE IF NOT EXISTS wanted(path TEXT PRIMARY KEY, yes INT);
+CREATE TABLE IF NOT EXISTS file_ids(path TEXT PRIMARY KEY, dev INT, ino INT, nlink INT);
 """
 
 
@@ -385,6 +386,23 @@ class CorpusCache:
                 "INSERT OR REPLACE INTO file_stats(path, size, mtime_ns, file_hash) VALUES(?,?,?,?)",
                 [s for s in stats if s[2] < older_than_ns],
             )
+
+    # which file on disk each recorded local copy was when it was indexed (device, inode,
+    # link count): ``confine`` refuses a copy that is another file now (a hard link to
+    # one outside the corpus swapped in keeps a path that resolves inside it)
+    def file_ids(self, paths: Iterable[str] | None = None) -> dict[str, tuple[int, int, int]]:
+        q = "SELECT path, dev, ino, nlink FROM file_ids"
+        if paths is None:
+            rows = self.db().execute(q).fetchall()
+        else:
+            rows = [r for p in paths for r in self.db().execute(q + " WHERE path=?", (p,))]
+        return {str(p): (int(d), int(i), int(n)) for p, d, i, n in rows}
+
+    def set_file_ids(self, ids: Sequence[tuple[str, int, int, int]]) -> None:
+        """The identities of every file an index run kept, in place of the last run's."""
+        with self.db() as db:
+            db.execute("DELETE FROM file_ids")
+            db.executemany("INSERT OR REPLACE INTO file_ids VALUES(?,?,?,?)", ids)
 
     # the corpus's include/exclude answer per source path, for the globs that gave it
     def wanted_paths(self, globs: str) -> dict[str, bool]:

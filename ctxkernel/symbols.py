@@ -32,6 +32,28 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 _KIND_RANK = {"doc": 0, "source": 0, "tutorial": 2, "example": 3, "test": 4}
+
+# First parts of PTX instruction names (``wgmma.mma_async`` -> ``wgmma``); with directives
+# (``.reqntid``) they say a topic names a PTX instruction, documented by the PTX ISA.
+PTX_OPCODES = frozenset(
+    """abs activemask add addc alloca and applypriority atom bar barrier bfe bfi bfind
+    bmsk bra brev brkpt brx call clusterlaunchcontrol clz cnot copysign cos cp
+    createpolicy cvt cvta discard div dp2a dp4a elect ex2 exit fence fma fns getctarank
+    griddepcontrol isspacep istypep ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match
+    max mbarrier membar min mma mov movmatrix mul mul24 multimem nanosleep neg not or
+    pmevent popc prefetch prefetchu prmt rcp red redux rem ret rsqrt sad selp set setmaxnreg
+    setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix sub subc suld
+    suq sured sust szext tanh tcgen05 tensormap testp tex tld4 trap txq vabsdiff vadd
+    vote vshl wgmma wmma xor""".split()  # noqa: SIM905 (a word list reads better so)
+)
+
+
+def looks_ptx(topic: str) -> bool:
+    """``mma.sync``, ``tcgen05.mma``, ``.reqntid``: a PTX instruction or directive."""
+    t = topic.strip()
+    return t.startswith(".") or ("." in t and t.split(".", 1)[0].lower() in PTX_OPCODES)
+
+
 _LAST = re.compile(r"(?:\.|::|\s>\s|:\s)")
 
 
@@ -72,12 +94,24 @@ def _defines_itself(chunk: Chunk, name: str) -> bool:
     return chunk.title.split(" (part")[0].rstrip("`: ").lower().endswith(lname)
 
 
+def is_exact(key: tuple[Any, ...]) -> bool:
+    """A ``rank`` key of the definition of the name asked for itself: the whole name, or
+    its last part under the module its qualifier points at (``tl.dot`` -> ``dot`` in
+    ``triton/language``) — not a same-named thing elsewhere (``mma`` of ``tcgen05.mma``
+    in a profiler module)."""
+    return key[0] == 0 and (key[1] != 1 or key[2] == 0)
+
+
 def rank(
     cache: CorpusCache, topic: str, filters: Any = None
 ) -> list[tuple[tuple[Any, ...], Chunk]]:
     """Chunks of one corpus that define ``topic``, with their sort keys, best first."""
     # ``cute.size`` is the Python DSL's spelling, ``cute::size`` the C++ one
     dotted = "." in topic.strip().lstrip(".") and "::" not in topic
+    # a PTX name's last part is a modifier (``sync`` of ``mma.sync``, ``tensor`` of
+    # ``cp.async.bulk.tensor``), not a name of its own: a ``def sync`` is no answer
+    # unless it sits under a module named for the instruction (``nvgpu/tcgen05/``)
+    ptx = looks_ptx(topic)
     found: dict[int, tuple[str, str, int, bool]] = {}
     for looked_up, qualifier, priority in candidates(topic):
         for row, defined in cache.defined(looked_up):
@@ -89,12 +123,15 @@ def rank(
         if chunk is None or (filters is not None and not filters.accepts(chunk)):
             continue
         fragments = ALIASES.get(qualifier, (qualifier.replace(".", "/"),)) if qualifier else ()
+        in_module = not fragments or any(f in chunk.path for f in fragments)
+        if ptx and priority == 1 and not in_module:
+            continue
         # the definition itself (a def, a section titled by the name) before a listing
         # that merely mentions the full name (an API index page)
         key = (
             0 if _defines_itself(chunk, looked_up) else 1,
             priority,
-            0 if not fragments or any(f in chunk.path for f in fragments) else 1,
+            0 if in_module else 1,
             1 if dotted and qualifier and chunk.language in ("cpp", "cuda") else 0,
             0 if chunk.language in _CODE else 1,  # the API's own definition before a guide about it
             0 if exact else 1,

@@ -253,21 +253,40 @@ class Workspace:
         target = archmod.parse_target(arch) if arch else None
         with damage.guard(self.store, corpora):
             needs = self._resolver()
-            if target is None:
-                result = self._search(
-                    query, corpora, k, mode, path, language, kind, rerank, rerank_model
-                )
-            else:
-                # ask for more, so what the target keeps still fills k
-                result = self._search(
-                    query, corpora, k * 4, mode, path, language, kind, rerank, rerank_model
-                )
+            # ask for more with a target, so what it keeps still fills k
+            want = k if target is None else k * 4
+            args = (want, mode, path, language, kind, rerank, rerank_model)
+            try:
+                result = self._search(query, corpora, *args)
+            except (UserError, KeyboardInterrupt, MemoryError):
+                raise
+            except Exception as exc:
+                result = self._search_undamaged(exc, query, corpora, *args)
+            if target is not None:
                 result.hits = [h for h in result.hits if archmod.accepts(h.chunk, target, needs)]
                 result.hits = result.hits[:k]
                 for i, h in enumerate(result.hits, 1):
                     h.rank = i
             for h in result.hits:
                 h.extra.setdefault("requires", archmod.label(h.chunk, needs))
+        return result
+
+    def _search_undamaged(
+        self, failure: Exception, query: str, corpora: list[str] | None, *args: Any
+    ) -> SearchResult:
+        """After a search of every corpus failed: the same search over the corpora whose
+        index is whole, naming the others (``SearchResult.skipped``), so one damaged
+        corpus costs only its own answers. Raises the failure again when the corpora were
+        chosen, or when none is damaged (then it is not the index's fault) or all are."""
+        if corpora:
+            raise failure
+        indexed = self.store.corpora()
+        broken = damage.damaged(self.store, indexed)
+        whole = [c for c in indexed if c not in broken]
+        if not broken or not whole:
+            raise failure
+        result = self._search(query, whole, *args)
+        result.skipped = broken
         return result
 
     def _search(
@@ -375,7 +394,9 @@ class Workspace:
                 f"{corpus}:{path} is not an indexed file (try `ctxkernel search` or `grep` to find paths)"
             )
         key = (str(self.store.index_dir), corpus, cache.get_info("generation") or "")
-        confined = Confinement.for_corpus(key, {p: e.local for p, e in cache.files().items()})
+        confined = Confinement.for_corpus(
+            key, {p: e.local for p, e in cache.files().items()}, cache.file_ids([path])
+        )
         lines, source = _file_lines(confined, entry.local, f"{corpus}:{path}")
         if lines is None:
             lines, source = _lines_from_chunks(cache.chunks_of_file(path)), "chunks"
@@ -404,11 +425,19 @@ def _keep_runnable(
     result: DocsResult, target: int, alternatives: int, needs: archmod.Resolver
 ) -> None:
     """Drop the answers ``target`` cannot run. When the best one goes, there is no best:
-    what the target can run instead is a different thing, listed as an alternative."""
+    what the target can run instead is a different thing, listed as an alternative. A
+    name that says its own target (``tcgen05.mma``) has no answer on another one, even
+    where no indexed section states it (the ptx corpus not indexed)."""
     best = result.best
     kept = [h for h in result.alternatives if archmod.accepts(h.chunk, target, needs)]
     result.alternatives = kept[:alternatives]
-    if best is not None and not archmod.accepts(best.chunk, target, needs):
+    named = archmod.of_name(result.topic)
+    if named is not None and not named.runs_on(target):
+        said = f"{result.topic} needs {named.label()}: sm_{target} cannot run it"
+        result.hint = f"{said}; {result.hint}" if result.hint else said
+        result.best = None
+        result.how = "none"
+    elif best is not None and not archmod.accepts(best.chunk, target, needs):
         need = archmod.label(best.chunk, needs)
         result.hint = f"{result.topic} needs {need}: sm_{target} cannot run it"
         result.best = None

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "mcp:mcp_cmd",
     "agent": "agent:agent_cmd",
     "runs": "runs:runs_group",
+    "sandbox": "sandbox:sandbox_group",
     "context": "context:context_group",
     "embedder": "embedder:embedder_group",
 }
@@ -81,6 +82,14 @@ def cli() -> None:
     Index CUTLASS/CuTeDSL, Triton and the PTX ISA docs into a local store and search
     them (index, search, grep, show, docs); check a candidate kernel against a
     reference (check); let an agent drive both (agent, mcp).
+
+    \b
+    Environment:
+      CTXKERNEL_HOME       one folder for everything: indexes/, runs/, cache/, and the
+                           config dir too (config.toml, corpora/*.toml); unset: the
+                           checkout or ~/.local/share/ctxkernel, ~/.cache/ctxkernel and
+                           ~/.config/ctxkernel (XDG_*_HOME move the last three)
+      CTXKERNEL_INDEX_DIR  the index only (as --index-dir)
     """
 
 

@@ -60,6 +60,11 @@ def docs_cmd(
         con.print(Text(_nothing(result, topic), style="bold red"))
         if result.suggestions:
             con.print("did you mean: " + ", ".join(result.suggestions))
+        if result.alternatives:
+            con.print(Text(_NEARBY, style="bold"))
+            for h in result.alternatives:
+                label = h.chunk.title or h.chunk.symbol
+                con.print(Text(f"  {h.id}  {label[:80]}", style="dim"))
         return 1
     c = result.best.chunk
     if result.how == "search":
@@ -98,6 +103,11 @@ def docs_cmd(
     return 0
 
 
+# with no answer, what the indexed corpora hold under that name (a PTX name's wrappers
+# where the ptx corpus is not indexed, what an --arch filter left)
+_NEARBY = "not its documentation, but related by name:"
+
+
 def _nothing(result: DocsResult, topic: str) -> str:
     return f"nothing documents {topic!r}"
 
@@ -118,6 +128,10 @@ def _print_plain(result: DocsResult, topic: str) -> int:
         out.write(_nothing(result, topic) + "\n")
         if result.suggestions:
             out.write("did you mean: " + ", ".join(result.suggestions) + "\n")
+        if result.alternatives:
+            out.write(_NEARBY + "\n")
+            for h in result.alternatives:
+                out.write(f"  {h.id}  {h.chunk.title or h.chunk.symbol}\n")
         return 1
     c = result.best.chunk
     if result.how == "search":

@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from .. import progress as progress_mod
+from ..errors import UserError
 from ..paramspec import click_params, from_cli
 from ..queries import GrepQuery, ReadQuery, RelatedQuery, SearchQuery
-from ..render import console, json_line, print_file_range, print_hits
+from ..render import console, counted, json_line, print_file_range, print_hits
 from .common import embed_option, index_options, json_option, workspace
 
 
@@ -109,8 +110,9 @@ def _print_report(report: object) -> None:
     skipped = ", ".join(f"{n} {k}" for k, n in sorted(report.skipped.items())) or "none"
     total = sum(report.seconds.values())
     click.echo(
-        f"{report.corpus}: {report.files_total} files ({report.files_changed} changed, "
-        f"{report.files_unchanged} unchanged, {report.files_removed} removed), {report.chunks_total} chunks; "
+        f"{report.corpus}: {counted(report.files_total, 'file')} ({report.files_changed} changed, "
+        f"{report.files_unchanged} unchanged, {report.files_removed} removed), "
+        f"{counted(report.chunks_total, 'chunk')}; "
         f"embedded {report.embedded}, reused {report.embeddings_reused}; skipped: {skipped}; {total:.1f} s"
     )
     click.echo(f"  source {report.origin} @ {report.version}")
@@ -210,6 +212,8 @@ def search_cmd(
     request = from_cli(SearchQuery, params)
     query = request.query
     result = request.run(workspace(index_dir, chroma_url, embed))
+    for line in result.skipped.values():
+        click.echo(f"ctxkernel: warning: skipped: {line}", err=True)
     if as_json:
         for hit in result.hits:
             json_line(hit.to_json())
@@ -221,13 +225,14 @@ def search_cmd(
                 "hits": len(result.hits),
                 "took_ms": round(result.took_ms, 1),
                 "corpora": result.corpora,
+                "skipped": result.skipped,
             }
         )
     else:
         if not result.hits:
             click.echo("no results", err=True)
         print_hits(result.hits, snippet_lines=request.lines_per_hit)
-        click.echo(f"{len(result.hits)} results in {result.took_ms:.0f} ms", err=True)
+        click.echo(f"{counted(len(result.hits), 'result')} in {result.took_ms:.0f} ms", err=True)
     return 0 if result.hits else 1
 
 
@@ -260,18 +265,31 @@ def grep_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **par
                 "engine": result.engine,
                 "took_ms": round(result.took_ms, 1),
                 "refused": result.refused,
+                "complete": not result.timed_out,
             }
         )
     else:
         print_hits(result.hits, snippet_lines=2 * context + 20, show_score=False)
+    if result.timed_out:
+        # a part of the answer is not "nothing found" (exit 1) nor the answer (exit 0):
+        # what came by then is printed, and the error says how much and what to change
+        raise UserError(
+            f"grep stopped at its {result.truncated} before it searched all "
+            f"{counted(result.files_searched, 'file')}: a partial result of "
+            f"{counted(len(result.hits), 'block')}; narrow it with --path or a more specific "
+            "pattern, or raise --timeout"
+        )
+    if not as_json:
         note = f"; stopped early: {result.truncated}" if result.truncated else ""
         if result.refused:
             note += (
-                f"; left out {result.refused} files that now resolve outside the corpus "
+                f"; left out {counted(result.refused, 'file')} swapped after indexing for a "
+                "link or another file "
                 f"(re-index with `ctxkernel index {corpus}`)"
             )
         click.echo(
-            f"{len(result.hits)} blocks in {result.files_searched} files ({result.engine}, {result.took_ms:.0f} ms){note}",
+            f"{counted(len(result.hits), 'block')} in {counted(result.files_searched, 'file')} "
+            f"({result.engine}, {result.took_ms:.0f} ms){note}",
             err=True,
         )
     return 0 if result.hits else 1

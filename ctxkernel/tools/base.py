@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError, shown
 from ..queries import MAX_MAX_TOKENS
+from ..render import counted
 from . import tokens
 
 if TYPE_CHECKING:
@@ -335,7 +336,9 @@ def cap_result(text: str) -> str:
     budget = Budget(MAX_MAX_TOKENS)
     lines = text.splitlines()
     shown = budget.add_lines(lines)
-    return budget.render(f"{len(lines) - shown} more lines passed the size limit of a tool result")
+    return budget.render(
+        f"{counted(len(lines) - shown, 'more line')} passed the size limit of a tool result"
+    )
 
 
 # --- schema checks ----------------------------------------------------------------------

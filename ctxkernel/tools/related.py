@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..paramspec import from_tool, tool_schema
 from ..queries import RelatedQuery
 from ..related import render_related
+from ..render import counted
 from .base import Budget, Tool
 from .retrieval import _safe_ref
 
@@ -23,7 +24,7 @@ def _related(ws: Workspace, args: dict[str, Any]) -> str:
     budget = Budget(query.max_tokens)
     shown = budget.add_lines(lines)
     if shown < len(lines):
-        return budget.render(f"{len(lines) - shown} lines not shown; raise max_tokens")
+        return budget.render(f"{counted(len(lines) - shown, 'line')} not shown; raise max_tokens")
     return budget.render()
 
 

@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..links import pick, render_lines
 from ..paramspec import from_tool, tool_schema
 from ..queries import DocsQuery, GrepQuery, ListCorporaQuery, ReadQuery, SearchQuery
+from ..render import counted
 from . import tokens
 from .base import NOTICE_CHARS, Budget, Tool, ToolError
 
@@ -79,7 +80,7 @@ def _render_hits(
         block = _hit_header(hit.rank or i + 1, hit) + _numbered(shown, c.start_line, matches)
         if len(body) > len(shown):
             rest = f"{c.corpus}:{c.path}:{c.start_line + len(shown)}-{c.end_line}"
-            block.append(f"  … {len(body) - len(shown)} more lines: read {rest}")
+            block.append(f"  … {counted(len(body) - len(shown), 'more line')}: read {rest}")
         if budget.add("\n".join(block)):
             budget.add("")
             continue
@@ -88,13 +89,13 @@ def _render_hits(
             budget.add_lines(block[:2])
             last = c.start_line + budget.add_lines(block[2 : 2 + len(shown)])
             others = len(hits) - 1
-            more = f" and {others} more hits" if others else ""
+            more = f" and {counted(others, 'more hit')}" if others else ""
             return (
                 f"lines {last}-{c.end_line} of hit 1{more} not shown; {more_hint}; "
                 f"the rest of hit 1 is {c.corpus}:{c.path}:{last}-{c.end_line}"
             )
         left = hits[i:]
-        head = f"{len(left)} more hits not shown; {more_hint}: "
+        head = f"{counted(len(left), 'more hit')} not shown; {more_hint}: "
         return head + _id_list([h.id for h in left], NOTICE_CHARS - len(head) - 40)
     while budget.parts and budget.parts[-1] == "":
         budget.parts.pop()
@@ -109,13 +110,17 @@ def _search(ws: Workspace, args: dict[str, Any]) -> str:
     result = query.run(ws)
     budget = Budget(query.max_tokens)
     where = ", ".join(result.corpora)
+    skipped = "".join(f"\n[skipped: {line}]" for line in result.skipped.values())
     if not result.hits:
         return (
-            f"No results for {query.query!r} in {where} ({result.mode}). Try other words, "
+            f"No results for {_echo(query.query)} in {where} ({result.mode}). Try other words, "
             "fewer filters, mode='lexical' for exact identifiers, or grep for a regex."
-        )
+        ) + skipped
+    if skipped:
+        budget.add(skipped.strip())
     budget.add(
-        f"{len(result.hits)} results for {query.query!r} in {where} ({result.mode}); "
+        f"{counted(len(result.hits), 'result')} for {_echo(query.query)} in {where} "
+        f"({result.mode}); "
         "cite ids as corpus:path:start-end, read(ref=id) for more lines."
     )
     budget.add("")
@@ -126,6 +131,16 @@ def _search(ws: Workspace, args: dict[str, Any]) -> str:
         more_hint="raise max_tokens, lower k or lines_per_hit, or read an id",
     )
     return budget.render(cut)
+
+
+ECHO_CHARS = 120  # of a query quoted back in a result's first line
+
+
+def _echo(query: str) -> str:
+    """The query quoted back, its start only: a pasted traceback is thousands of
+    characters the caller already has, and the line must fit any budget."""
+    flat = " ".join(query.split())
+    return repr(flat if len(flat) <= ECHO_CHARS else flat[: ECHO_CHARS - 1] + "…")
 
 
 def _grep(ws: Workspace, args: dict[str, Any]) -> str:
@@ -139,13 +154,13 @@ def _grep(ws: Workspace, args: dict[str, Any]) -> str:
     )
     stopped = f"stopped early: {result.truncated}" if result.truncated else ""
     left_out = (
-        f"[left out {result.refused} files that now resolve outside the corpus: a link "
-        f"swapped in after indexing; `ctxkernel index {corpus}` re-indexes it]"
+        f"[left out {counted(result.refused, 'file')} swapped after indexing for a link or "
+        f"another file; `ctxkernel index {corpus}` re-indexes it]"
         if result.refused
         else ""
     )
     if not result.hits:
-        text = f"No matches for /{pattern}/ in {corpus} ({result.files_searched} files)."
+        text = f"No matches for /{pattern}/ in {corpus} ({counted(result.files_searched, 'file')})."
         if left_out:
             text += "\n" + left_out
         return text + (
@@ -156,8 +171,9 @@ def _grep(ws: Workspace, args: dict[str, Any]) -> str:
         budget.add(left_out)
     matches = sum(len(h.extra.get("matches", [])) for h in result.hits)
     budget.add(
-        f"{matches} matching lines in {len(result.hits)} blocks for /{pattern}/ in "
-        f"{corpus} ({result.files_searched} files); match lines are marked 'N:'."
+        f"{counted(matches, 'matching line')} in {counted(len(result.hits), 'block')} for "
+        f"/{pattern}/ in {corpus} ({counted(result.files_searched, 'file')}); match lines are "
+        "marked 'N:'."
     )
     budget.add("")
     cut = _render_hits(
@@ -252,15 +268,26 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     topic = query.topic
     result = query.run(ws)
     budget = Budget(query.max_tokens)
-    if result.hint:
-        budget.add(f"Note: {result.hint}.")
     if result.best is None:
         text = f"No definition or section found for {topic!r}."
         if result.hint:
-            return f"{text} {result.hint}."
-        if result.suggestions:
+            text += f" {result.hint}."
+        elif result.suggestions:
             text += " Did you mean: " + ", ".join(result.suggestions) + "?"
-        return text + " Try search(query=...) with other words."
+        if not result.alternatives:
+            return text + ("" if result.hint else " Try search(query=...) with other words.")
+        budget.add(text)
+        budget.add("Related by name, not its documentation (read any id):")
+        shown = budget.add_lines(
+            [
+                f"- {h.id}  {h.chunk.symbol or h.chunk.title.strip('# ')}"
+                for h in result.alternatives
+            ]
+        )
+        left = len(result.alternatives) - shown
+        return budget.render(f"{counted(left, 'alternative')} not shown" if left else "")
+    if result.hint:
+        budget.add(f"Note: {result.hint}.")
     best = result.best
     c = best.chunk
     how = {"exact": "exact name", "name": "name", "search": "closest text match"}.get(
@@ -301,13 +328,14 @@ def _docs(ws: Workspace, args: dict[str, Any]) -> str:
     if n < len(body):
         last = c.start_line + n
         return budget.render(
-            f"lines {last}-{c.end_line} of the best match and {len(result.alternatives)} "
-            f"alternatives not shown; read {c.corpus}:{c.path}:{last}-{c.end_line}"
+            f"lines {last}-{c.end_line} of the best match and "
+            f"{counted(len(result.alternatives), 'alternative')} not shown; read "
+            f"{c.corpus}:{c.path}:{last}-{c.end_line}"
         )
     budget.add("")
     shown = budget.add_lines(tail)
     if shown < len(tail):
-        return budget.render(f"{len(tail) - shown} lines of alternatives not shown")
+        return budget.render(f"{counted(len(tail) - shown, 'line')} of alternatives not shown")
     return budget.render()
 
 
@@ -388,12 +416,15 @@ def _list_corpora(ws: Workspace, args: dict[str, Any]) -> str:
         state = "" if r.complete else "; incomplete (index again)"
         ref = f" ({r.ref})" if r.ref and r.ref != r.version else ""
         lines.append(
-            f"- {st.name}: {desc}\n  indexed {when}: {r.files} files, {r.chunks} chunks, "
+            f"- {st.name}: {desc}\n  indexed {when}: {counted(r.files, 'file')}, "
+            f"{counted(r.chunks, 'chunk')}, "
             f"{r.source_kind} version {r.version[:12]}{ref}{state}"
         )
     n = budget.add_lines(lines)
     if n < len(lines):
-        return budget.render(f"{len(lines) - n} more corpora not shown; raise max_tokens")
+        return budget.render(
+            f"{counted(len(lines) - n, 'more corpus', 'more corpora')} not shown; raise max_tokens"
+        )
     return budget.render()
 
 

@@ -4,6 +4,7 @@ repairs it (exit 2, no traceback), and `index NAME --rebuild` repairs it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -200,3 +201,48 @@ def test_a_warm_store_sees_records_written_by_another_process(index: Path) -> No
     assert warm.corpora() == ["demo"]
     _truncate(records, 7)  # damaged: recovered from the corpus caches, as before
     assert warm.corpora() == ["demo"]
+
+
+def test_a_garbage_links_table_is_named_for_docs_and_related(
+    index: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """`docs` and `related` read the concept links (lexical/<corpus>/links.sqlite): a file
+    there that is not a database was a sqlite3 traceback."""
+    (index / "lexical/demo/links.sqlite").write_bytes(b"not a database at all\n" * 200)
+    idx = ("--index-dir", str(index))
+    for args in (("docs", "make_tiled_copy"), ("related", "demo:include/copy.hpp:13")):
+        _one_line(
+            run_cli(*args, *idx),
+            "lexical/demo/links.sqlite",
+            "damaged",
+            "`ctxkernel index demo --rebuild`",
+        )
+    repaired = run_cli("index", "demo", "--rebuild", *idx)
+    assert repaired.code == 0, repaired.err
+    assert run_cli("docs", "make_tiled_copy", *idx).code == 0
+    related = run_cli("related", "demo:include/copy.hpp:13", *idx)
+    assert related.code in (0, 1) and related.err == "", related  # no ptx corpus: no link
+
+
+def test_one_damaged_corpus_is_skipped_by_a_search_of_every_corpus(
+    index: Path, pristine: tuple[Path, Path], isolated_home: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """One damaged corpus made a search of every corpus fail: the others answer, and a
+    warning line names the one left out with its repair."""
+    define_corpus(isolated_home, "other", str(pristine[1]))
+    Workspace(index).index("other")
+    _truncate(index / "lexical/demo/bm25/body.docs.npy", 10)
+    idx = ("--index-dir", str(index))
+    for args in (("make_tiled_copy", "--mode", "lexical"), ("a copy atom for a tiled copy",)):
+        res = run_cli("search", *args, "--json", *idx)
+        assert res.code == 0 and "Traceback" not in res.err, res.err
+        docs = [json.loads(line) for line in res.out.splitlines()]
+        assert {d["corpus"] for d in docs if d["type"] == "hit"} == {"other"}
+        assert docs[-1]["corpora"] == ["other"] and list(docs[-1]["skipped"]) == ["demo"]
+        warned = res.err.strip().splitlines()
+        assert len(warned) == 1 and warned[0].startswith("ctxkernel: warning: skipped:")
+        assert "'demo'" in warned[0] and "`ctxkernel index demo --rebuild`" in warned[0]
+    text = ToolSet(Workspace(index)).run("search", {"query": "make_tiled_copy"})
+    assert "[skipped: " in text.splitlines()[0] and "demo" in text.splitlines()[0]
+    # asked for by name, the damaged corpus is still an error
+    _one_line(run_cli("search", "make_tiled_copy", "--corpus", "demo", *idx), "damaged")

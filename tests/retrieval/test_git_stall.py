@@ -9,10 +9,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from ctxkernel.corpus import get_corpus
+from ctxkernel.errors import UserError
 from ctxkernel.sources import GitSource
 
 from .conftest import CliResult, Repo
@@ -99,3 +101,22 @@ def test_local_git_sources_still_fetch_with_the_stall_limit(
         assert snapshot.version == upstream.repo.head.commit.hexsha
         assert {f.path for f in snapshot.files} >= {"src/kernels.py", "include/copy.hpp"}
     assert GitSource(corpus, str(upstream.path), "main").upstream_version() == snapshot.version
+
+
+@pytest.mark.parametrize("ref", ["main", "HEAD"])
+def test_git_stall_fires_at_its_value_once_and_leaves_no_empty_clone(
+    demo_corpus: str, silent: SilentServer, isolated_home: Path, ref: str
+) -> None:
+    """The limit fired after twice its value (the default branch asked for again after
+    the stall) and left an empty repository in the clone folder, which the next run took
+    for a clone to update."""
+    source = GitSource(get_corpus(demo_corpus), _urls(silent.port)[0], ref)
+    t0 = time.monotonic()
+    with pytest.raises(UserError, match=f"no answer for {STALL:g} s"):
+        source.materialize()
+    took = time.monotonic() - t0
+    assert silent.accepted == 1, silent.accepted  # asked once, not again after the stall
+    assert took < 1.5 * STALL + 1, took
+    assert not source.clone_dir().exists()
+    clones = isolated_home / "cache" / "clones"
+    assert not clones.is_dir() or not any(clones.iterdir())

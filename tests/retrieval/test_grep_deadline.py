@@ -119,13 +119,40 @@ def test_grep_without_ripgrep_uses_the_python_engine_within_the_limit(
         )
     )
     assert took < TIMEOUT + MARGIN
-    assert isinstance(res, CliResult) and res.code == 1
+    assert isinstance(res, CliResult) and res.code == 2  # a partial result is an error
     summary = json.loads(res.out.splitlines()[-1])
     assert summary["engine"] == "python" and summary["truncated"] == "time limit (2 s)"
     # what is found before the limit still comes back
     found = run_cli("grep", "found_me|(a|a)*!$", "--corpus", "slow", "--timeout", "30",
                     "--index-dir", str(slow_ws.store.index_dir), "--json")  # fmt: skip
     assert found.code == 0 and json.loads(found.out.splitlines()[0])["path"] == "src/lines.py"
+
+
+@pytest.mark.parametrize("engine", ["rg", "python"])
+def test_grep_stopped_by_its_time_limit_exits_2_not_1_and_says_how_much_it_found(
+    slow_ws: Workspace, run_cli: Callable[..., CliResult], engine: str
+) -> None:
+    """Exit 1 says "nothing found"; a grep the time limit stopped found a part of the
+    answer (maybe nothing yet): exit 2, the partial count on one stderr line, and in
+    --json a summary record that says the result is not complete."""
+    args = ("grep", "found_me|^(a|a)*$", "--corpus", "slow", "--timeout", "0.3", "--engine",
+            engine, "--index-dir", str(slow_ws.store.index_dir))  # fmt: skip
+    for _ in range(3):  # ripgrep may finish these 52 lines within the limit: force the stop
+        res = run_cli(*args, "--json")
+        summary = json.loads(res.out.splitlines()[-1])
+        if summary["truncated"]:
+            break
+        args = (*args[:5], "0.001", *args[6:])
+    assert summary["type"] == "summary" and summary["truncated"].startswith("time limit")
+    assert res.code == 2 and summary["complete"] is False
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.err, res.err
+    blocks = summary["hits"]
+    assert f"a partial result of {blocks} block" in lines[0] and "--timeout" in lines[0]
+    plain = run_cli(*args)
+    lines = plain.err.strip().splitlines()
+    assert plain.code == 2 and len(lines) == 1 and "time limit" in lines[0], plain.err
+    assert "partial result of" in lines[0]
 
 
 def test_grep_tool_answers_within_its_limit_without_ripgrep(

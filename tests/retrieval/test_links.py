@@ -539,6 +539,36 @@ def test_docs_and_related_tools_carry_links_within_their_budget(
         tools.run("related", {"ref": "cutlass:../etc/passwd"})
 
 
+def test_related_works_without_the_ptx_corpus_as_on_the_demo_index(
+    isolated_home: Path, tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """`make demo` indexes no PTX manual: `related` of a wrapper answered "no PTX
+    instruction is linked" (exit 1) for every hit, the README's example too. The
+    instruction as the code spells it now stands for itself: the wrapper's header, the
+    wrapper and their caller still lead to each other."""
+    code = _repo(
+        tmp_path / "code",
+        {
+            HEADER: GMMA_HPP,
+            WRAPPER: WRAPPER_PY.format(op="wgmma_mma_async"),
+            EXAMPLE: HOPPER_EXAMPLE_PY,
+        },
+    )
+    folder = isolated_home / "corpora"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cutlass.toml").write_text(CODE_TOML.format(url=code.path))
+    ws = Workspace()
+    ws.index("cutlass")
+    assert "ptx" not in ws.store.corpora()
+    wrapper = next(c for c in ws.store.cache("cutlass").chunks_of_file(WRAPPER) if c.defines)
+    rel = ws.related(wrapper.id)
+    assert rel.concepts == ["wgmma.mma.async"] and rel.sections == []
+    assert EXAMPLE in {lk.chunk.path for lk in rel.users}
+    assert HEADER in {lk.chunk.path for lk in rel.implementers}
+    res = run_cli("related", wrapper.id)
+    assert res.code == 0 and "called from" in res.out and EXAMPLE in res.out, res
+
+
 def test_anchor_and_nvvm_names_resolve_to_their_section() -> None:
     vocab = links.Vocabulary(
         {

@@ -108,9 +108,10 @@ def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def swapped(ws: Workspace, tmp_path: Path) -> Iterator[Callable[[str], None]]:
-    """Replace an indexed file (or its folder) on disk by a symlink out of the corpus, or
-    the file by a FIFO (a read would block); put it back afterwards (the index is shared
-    by the session)."""
+    """Replace an indexed file (or its folder) on disk by a symlink out of the corpus, the
+    file by a hard link to a file outside it (its path still resolves inside), or by a
+    FIFO (a read would block); put it back afterwards (the index is shared by the
+    session)."""
     entry = ws.store.cache("demo").file("include/copy.hpp")
     assert entry is not None and entry.local
     local = Path(entry.local)
@@ -127,6 +128,8 @@ def swapped(ws: Workspace, tmp_path: Path) -> Iterator[Callable[[str], None]]:
         moved.append((target, backup))
         if what == "fifo":
             os.mkfifo(target)
+        elif what == "hardlink":
+            os.link(outside / "copy.hpp", target)
         else:
             target.symlink_to(outside / "copy.hpp" if what == "file" else outside)
 

@@ -18,7 +18,7 @@ from ctxkernel import Workspace
 from ctxkernel.cli.docs import docs_cmd
 from ctxkernel.cli.retrieval import grep_cmd, related_cmd, search_cmd, show_cmd
 from ctxkernel.paramspec import Declared, declared, from_cli, from_tool, tool_schema
-from ctxkernel.queries import QUERIES, DocsQuery, GrepQuery, SearchQuery
+from ctxkernel.queries import MAX_QUERY_CHARS, QUERIES, DocsQuery, GrepQuery, SearchQuery
 from ctxkernel.tools import ToolSet, builtin_tools
 
 # tool name -> the CLI command built from the same query
@@ -152,7 +152,8 @@ def test_the_defaults_act_the_same_through_cli_and_tool(
 @pytest.mark.parametrize(
     ("tool", "args", "argv", "fragment"),
     [
-        ("search", {"query": "x" * 2001}, ("search", "x" * 2001), "longer than 2000"),
+        ("search", {"query": "x" * (MAX_QUERY_CHARS + 1)}, ("search", "x" * (MAX_QUERY_CHARS + 1)),
+         f"longer than {MAX_QUERY_CHARS}"),
         ("search", {"query": ""}, ("search", ""), "QUERY"),
         ("search", {"query": "x", "k": 51}, ("search", "x", "-k", "51"), "-k"),
         ("grep", {"pattern": "x", "corpus": "demo", "timeout_s": 31},
