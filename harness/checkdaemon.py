@@ -49,6 +49,7 @@ from .checkserver import (
     UnsafeDir,
     code_digest,
     decode_values,
+    fingerprinted_env,
     peer_refused,
     secure_dir,
     send_frame,
@@ -143,6 +144,7 @@ class CheckServer:
         # user's processes outside every sandbox can read it (workers see neither the folder
         # nor, in none mode, any way to connect)
         self.token = write_token(path)
+        self.serves = _environment()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # bind a private name, then rename it into place: a client never sees a socket
         # that does not listen yet, and a dead server's file is simply replaced
@@ -322,6 +324,7 @@ class CheckServer:
             "fingerprint": self.fp,
             "python": sys.executable,
             "code": str(harness_root()),
+            "serves": self.serves,
             "started": round(self.started, 3),
             "uptime_s": round(time.time() - self.started, 1),
             "idle_s": 0.0 if current else round(time.monotonic() - self.last, 1),
@@ -413,6 +416,19 @@ class CheckServer:
                     signal.pthread_kill(self.main_ident, signal.SIGINT)
                 return
             request.replies.put(doc)
+
+
+def _environment() -> dict[str, Any]:
+    """What this server checks with: the interpreter, the libraries' versions (as loaded
+    when it started), and the variables its fingerprint covers."""
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("torch", "triton", "nvidia-cutlass-dsl", "tilelang"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[dist] = metadata.version(dist)
+    env = dict(fingerprinted_env())
+    return {"python": sys.version.split()[0], "versions": versions, "env": env}
 
 
 def _closed(conn: socket.socket) -> bool:

@@ -25,8 +25,12 @@ The fingerprint (which server a client may use) covers the interpreter, the uid,
 ``harness``/``ctxkernel`` source file's path, size and mtime (edited code means a new
 server), the worker environment's fingerprint (``workerenv.fingerprint``) and the
 variables read when a library is imported or a cache is placed (``CTXKERNEL_*``,
-``TRITON_*``, ``CUDA_*``, ``TMPDIR``, ``HOME``, ...). A server refuses a request with another
-fingerprint ("stale"); the client then starts a new one.
+``TRITON_*``, ``CUDA_*``, ``TMPDIR``, ``HOME``, ...) and the libraries it checks with (torch,
+triton, nvidia-cutlass-dsl, tilelang, numpy: their folders and install records; the CUDA
+driver and ``nvcc``), so a reinstalled library gets a new server. A server refuses a
+request with another fingerprint ("stale"); the client then starts a new one. At most
+``MAX_SERVERS`` live at once per user: starting another retires the oldest idle ones;
+``status`` says which environment each serves.
 
 Safety: the socket lives in a directory only the user can open (``$XDG_RUNTIME_DIR/ctxkernel``,
 or ``check-server/`` in the ctxkernel cache dir when ``CTXKERNEL_HOME`` is set or there is no
@@ -154,8 +158,57 @@ def fingerprinted_env(env: dict[str, str] | None = None) -> list[tuple[str, str]
     )
 
 
+# the libraries a check's verdict depends on: a server that imported an older copy of one
+# must not answer for the new one (found without importing them: the client stays light)
+FINGERPRINTED_PACKAGES = ("torch", "triton", "cutlass", "tilelang", "numpy")
+MAX_SERVERS = 3  # live servers per user; starting one more retires the oldest idle ones
+
+
+def installed_libraries() -> dict[str, str]:
+    """Each library of ``FINGERPRINTED_PACKAGES`` as found now: its folder, and the size and
+    mtime of its ``__init__.py`` and of its distribution's ``RECORD`` (a reinstall or an
+    edit changes them); the CUDA driver's version and the ``nvcc`` on ``PATH``."""
+    import importlib.util
+    import shutil
+
+    found: dict[str, str] = {}
+    for name in FINGERPRINTED_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None else None
+        if not origin:
+            continue
+        folder = os.path.dirname(os.path.realpath(origin))
+        marks = [_stat_mark(origin)]
+        parent = os.path.dirname(folder)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(parent):
+                low = entry.name.lower().replace("-", "_")
+                wanted = {"cutlass": "nvidia_cutlass_dsl"}.get(name, name)
+                if entry.name.endswith(".dist-info") and low.startswith(wanted + "_"):
+                    marks.append(entry.name + ":" + _stat_mark(os.path.join(entry.path, "RECORD")))
+        found[name] = f"{folder} {' '.join(marks)}"
+    with contextlib.suppress(OSError), open("/proc/driver/nvidia/version") as fh:
+        found["cuda_driver"] = fh.readline().strip()
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        found["nvcc"] = f"{os.path.realpath(nvcc)} {_stat_mark(nvcc)}"
+    return found
+
+
+def _stat_mark(path: str) -> str:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{info.st_size}:{info.st_mtime_ns}"
+
+
 def fingerprint(code: str | None = None) -> str:
-    """Which server this process may use: interpreter, uid, code, environment."""
+    """Which server this process may use: interpreter, uid, code, the installed libraries
+    it checks with, environment."""
     from .workerenv import fingerprint as worker_fingerprint
 
     items = [
@@ -163,10 +216,25 @@ def fingerprint(code: str | None = None) -> str:
         ("python", os.path.realpath(sys.executable)),
         ("uid", os.getuid()),
         ("code", code or code_digest()),
+        ("libraries", sorted(installed_libraries().items())),
         ("worker", worker_fingerprint()),
         ("env", fingerprinted_env()),
     ]
     return hashlib.sha256(repr(items).encode()).hexdigest()[:24]
+
+
+def retire_oldest(keep: int = MAX_SERVERS - 1) -> list[int]:
+    """Stop this user's oldest idle servers until at most ``keep`` are alive (a server is
+    about to start). Returns the PIDs asked to stop."""
+    alive = [d for d in servers() if d.get("alive")]
+    idle = sorted((d for d in alive if not d.get("busy")), key=lambda d: d.get("started", 0.0))
+    stopped = []
+    while len(alive) > keep and idle:
+        doc = idle.pop(0)
+        if ask(Path(str(doc["socket"])), {"type": "stop"}) is not None:
+            stopped.append(int(doc.get("pid", 0)))
+        alive = [d for d in alive if d is not doc]
+    return stopped
 
 
 def socket_dir() -> Path:
@@ -386,6 +454,7 @@ def _start(place: Path, path: Path, fp: str) -> socket.socket | str:
         if conn is not None:
             return conn  # started by the client that held the lock
         _unlink_dead(path)
+        retire_oldest()
         env = without_secrets(dict(os.environ))
         python_path = [str(harness_root())] + [
             p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p
@@ -638,6 +707,13 @@ def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
             f"exits after {doc.get('idle_timeout_s'):g} s idle  code {doc.get('code')}  "
             f"log {doc.get('log')}"
         )
+        serves = dict(doc.get("serves") or {})
+        if serves:
+            libs = ", ".join(f"{k} {v}" for k, v in dict(serves.get("versions") or {}).items())
+            echo(f"  serves: python {serves.get('python')}; {libs or 'no libraries found'}")
+            extra = dict(serves.get("env") or {})
+            if extra:
+                echo("  with: " + " ".join(f"{k}={v}" for k, v in extra.items()))
     return 0
 
 

@@ -349,15 +349,29 @@ def test_an_oversized_garbled_or_stale_request_is_refused_and_the_server_goes_on
                 conn.sendall(payload)
             answer = json.loads(conn.makefile("rb").readline())
         assert answer["type"] == "refused", answer
+    token = checkserver.read_token(Path(server["socket"]))
+    other = {"type": "check", "protocol": checkserver.PROTOCOL, "fingerprint": "0" * 24}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:  # not its fingerprint
         conn.settimeout(30)
         conn.connect(server["socket"])
-        other = {"type": "check", "protocol": checkserver.PROTOCOL, "fingerprint": "0" * 24}
-        conn.sendall(json.dumps({**other, "values": {}, "env": {}}).encode() + b"\n")
+        conn.sendall(
+            json.dumps({**other, "values": {}, "env": {}, "token": token}).encode() + b"\n"
+        )
         assert json.loads(conn.makefile("rb").readline()) == {
             "type": "stale",
             "pid": server["pid"],
         }
+    for wrong in (None, "", token[:-1] + ("0" if token[-1] != "0" else "1")):
+        # a process that reaches the socket but cannot read the server's token file (a
+        # worker that got past every wall) is refused before anything is read of it
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(30)
+            conn.connect(server["socket"])
+            doc = {"type": "status"} if wrong is None else {"type": "status", "token": wrong}
+            conn.sendall(json.dumps(doc).encode() + b"\n")
+            answer = json.loads(conn.makefile("rb").readline())
+        assert answer == {"type": "refused", "message": "the request lacks this server's token"}
+    assert Path(server["socket"]).with_suffix(".token").stat().st_mode & 0o077 == 0
     after = only_server(served)
     assert after["pid"] == server["pid"] and after["requests"] == server["requests"]
 
