@@ -7,13 +7,13 @@ and reach on this machine. For operators who audit the sandbox with their own pr
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 import click
 
 from ..errors import UserError
-from ..render import json_line
 from .common import json_option
 
 
@@ -67,7 +67,7 @@ def run_cmd(
             raise UserError("--explain runs its own probe: give no command with it")
         doc = sandboxrun.explain(device, backend)
         if kw.get("as_json"):
-            json_line(doc)
+            click.echo(json.dumps(doc))
         else:
             click.echo(sandboxrun.render_explain(doc))
         return 2 if "error" in doc["worker"] else 0

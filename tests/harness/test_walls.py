@@ -40,6 +40,10 @@ MODES = ["auto", "none"]
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The sandbox mode of this process's workers: the machine's best, then ``none``."""
     if request.param == "none":
+        from harness import walls
+
+        if walls.landlock_abi() < 1:
+            pytest.skip("this kernel has no landlock: none mode keeps only seccomp there")
         monkeypatch.setenv("CTXKERNEL_ISOLATION", "none")
     else:
         monkeypatch.delenv("CTXKERNEL_ISOLATION", raising=False)
@@ -279,3 +283,31 @@ def test_the_memory_cap_follows_the_machine_and_the_workers_at_once() -> None:
     four = memory_cap_for("cuda", RunOptions(concurrent_workers=4))
     assert 3.5 < one / four < 4.5 or four == 1 << 30
     assert memory_cap_for("cpu", RunOptions(memory_cap_bytes=123 << 20)) == 123 << 20
+
+
+@pytest.mark.gpu
+def test_cuda_host_code_finds_every_door_shut(mode: str, tmp_path: Path) -> None:
+    """The host side of a ``load_inline`` candidate (no audit hook sees it) tries to write
+    site-packages, the harness, HOME and the problem, connect to 127.0.0.1 and read its
+    parent's environment; it computes the add (and so passes) only when all are refused."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU; none is present on this machine")
+    problem = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", problem)
+    targets = [
+        _site_packages() / "zz_wall_host.pth",
+        REPO / "harness" / "zz_wall_host.py",
+        Path.home() / ".zz_wall_host",
+        problem / "problem.py.zz",
+    ]
+    source = (WALLS / "gpu_host_code_escapes.py").read_text()
+    source = source.replace("__TARGETS__", ", ".join(f'"{t}"' for t in targets))
+    candidate = tmp_path / "cand" / "solution_cuda.py"
+    candidate.parent.mkdir()
+    candidate.write_text(source)
+    options = fast_options(None, device="cuda", shapes=[{"n": 4096}], compile_timeout_s=600.0)
+    verdict = check(problem, candidate, options, runner=LocalRunner())
+    assert verdict.ok, [(r.name, r.reason) for r in verdict.rungs]
+    assert not any(t.exists() for t in targets)
