@@ -153,6 +153,7 @@ def check_from_cli(
     """``check``'s click callback: the declared values back into the two option sets. One
     local check printed to stdout goes through the check server when it may
     (``server_may_serve``); otherwise, or when no server can be had, it runs here."""
+    _hold_no_secret()
     command, options = _option_sets(values)
     if echo is None and server_may_serve(command, options):
         from . import checkserver
@@ -161,6 +162,18 @@ def check_from_cli(
         if code is not None:
             return code
     return _run_here(command, options, echo, annotate)
+
+
+def _hold_no_secret() -> None:
+    """A check needs no key: this process forgets every secret variable (kept for
+    redaction, wiped from its environment block) and is non-dumpable, so a candidate that
+    got past every wall still finds nothing here to read."""
+    from . import sandbox
+    from .redact import forget_env, secret_env_names
+
+    sandbox.harden_parent()
+    for name in secret_env_names():
+        forget_env(name)
 
 
 def check_in_process(

@@ -307,7 +307,12 @@ class LocalSession:
             raise
         except channel.ChannelClosed:
             returncode = self._wait_exit()
-            self._gone = WorkerGone(describe_exit(returncode), self.stderr_tail(), returncode)
+            reason = describe_exit(returncode)
+            if returncode == sandbox.LAUNCH_FAILED:  # the sandbox's words, when it said why
+                said = self._launch_failure()
+                if said != reason:
+                    reason = f"the sandbox could not start the worker ({said})"
+            self._gone = WorkerGone(reason, self.stderr_tail(), returncode)
             raise self._gone from None
         except channel.ChannelError as exc:
             self.kill()

@@ -36,6 +36,26 @@ REPO = Path(__file__).resolve().parents[2]
 MODES = ["auto", "none"]
 
 
+def _outside_digest() -> dict[str, object]:
+    """What lies outside every worker's folder that a planted cheat aimed at: the shipped
+    examples byte for byte, the names in site-packages and in the harness."""
+    return {
+        "examples": _tree_digest(EXAMPLES),
+        "site-packages": sorted(os.listdir(_site_packages())),
+        "harness": sorted(os.listdir(REPO / "harness")),
+    }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def outside_unchanged() -> Iterator[None]:
+    """After every attempt of this module, the files outside the workers' folders are as
+    they were before the first."""
+    before = _outside_digest()
+    yield
+    after = _outside_digest()
+    assert after == before
+
+
 @pytest.fixture(params=MODES)
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The sandbox mode of this process's workers: the machine's best, then ``none``."""

@@ -1,0 +1,121 @@
+"""Checks for every user on every machine: what broke for an ordinary user's install
+(non-root, ``--user``, packages on ``PYTHONPATH``) and the messages that hid why."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from harness import checkdaemon, sandbox, templates, workerenv
+from harness.paths import home
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_servers_module_hygiene_keeps_compiled_and_installed_modules(tmp_path: Path) -> None:
+    """Forgetting torch's lazily imported C parts made the next check through the server
+    fail with "bad call flags" when torch came from PYTHONPATH."""
+    before = set(sys.modules)
+    problem_mod = types.ModuleType("ck_problem_helper")
+    problem_mod.__file__ = str(tmp_path / "ck_problem_helper.py")
+    compiled = types.ModuleType("ck_fake_ext")
+    compiled.__file__ = str(tmp_path / "elsewhere" / "ck_fake_ext.cpython-311-x86_64-linux-gnu.so")
+    installed = types.ModuleType("ck_fake_installed")
+    installed.__file__ = str(
+        tmp_path / "lib" / "site-packages" / "ck_fake_installed" / "__init__.py"
+    )
+    sub = types.ModuleType("os.ck_fake_sub")  # a submodule of a package loaded before
+    sub.__file__ = str(tmp_path / "x.py")
+    for mod in (problem_mod, compiled, installed, sub):
+        sys.modules[mod.__name__] = mod
+    try:
+        checkdaemon._drop_foreign_modules(before)
+        assert "ck_problem_helper" not in sys.modules
+        assert {"ck_fake_ext", "ck_fake_installed", "os.ck_fake_sub"} <= set(sys.modules)
+    finally:
+        for name in ("ck_problem_helper", "ck_fake_ext", "ck_fake_installed", "os.ck_fake_sub"):
+            sys.modules.pop(name, None)
+
+
+def test_a_user_site_install_reaches_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``pip install --user`` the worker ran with PYTHONNOUSERSITE and a moved HOME:
+    torch was not importable and the verdict blamed the candidate."""
+    user_site = site.getusersitepackages()
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    monkeypatch.setattr(sys, "path", [*sys.path, user_site])
+    assert workerenv.user_site_env() == {"PYTHONUSERBASE": site.getuserbase()}
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != user_site])
+    assert workerenv.user_site_env() == {"PYTHONNOUSERSITE": "1"}
+
+
+def test_a_checkout_this_user_cannot_write_keeps_runs_in_the_users_data_dir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CTXKERNEL_HOME", raising=False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert home() != REPO and home().name == "ctxkernel"
+
+
+def test_a_warm_launcher_that_cannot_isolate_says_why() -> None:
+    """The launcher's own error travels on the status pipe (an ``F`` line): the verdict
+    said "crashed with SIGKILL" for a non-root user's failed uid map."""
+    r, w = os.pipe()
+    proc = templates.ForkedProcess(12345, r)
+    os.write(w, b"F open /proc/self/uid_map: Permission denied\n")
+    os.close(w)
+    assert proc.read_pid(2.0) is None
+    assert proc.returncode == sandbox.LAUNCH_FAILED
+    assert proc.launch_error == "open /proc/self/uid_map: Permission denied"
+    proc.close()
+
+
+def test_a_spawned_launcher_that_cannot_isolate_says_why_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", sandbox.__file__, "--mode", "bogus", "--parent", "1",
+         "--pid-fd", "9", "--", "true"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == sandbox.LAUNCH_FAILED
+    assert done.stderr.startswith("ctxkernel sandbox: bad arguments")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_non_root_user_checks_with_warm_workers(tmp_path: Path) -> None:
+    """As uid 65534 every warm check failed: the template's non-dumpable forks could not
+    write their own uid map after unshare (their /proc/self belongs to root)."""
+    code = (
+        "import os, sys, json\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "os.environ['HOME'] = sys.argv[1]\n"
+        "from harness.runner import LocalRunner, RunOptions, check\n"
+        "v = check('examples/vector_add', 'examples/vector_add/solution_triton.py',\n"
+        "          RunOptions(device='cpu', trials=1, shapes=[{'n': 1000}], record=False), LocalRunner())\n"
+        "print(json.dumps({'ok': v.ok, 'reason': v.reason, 'workers': v.environment['workers'],\n"
+        "                  'mode': v.environment['isolation']['mode']}))\n"
+    )
+    folder = tmp_path / "home"
+    folder.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chown(folder, 65534, 65534)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXKERNEL_HOME")}
+    env["CTXKERNEL_HOME"] = str(folder / "ck")
+    env["TRITON_CACHE_DIR"] = str(folder / "triton")
+    readable = all(os.access(p, os.X_OK) for p in Path(sys.executable).resolve().parents)
+    if not readable:
+        pytest.skip("the interpreter's folders are closed to other users here")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, cwd=REPO,
+        env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["ok"], doc
+    assert doc["workers"]["forked"] >= 1, doc  # warm, not the spawned fallback
