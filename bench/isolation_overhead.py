@@ -1,6 +1,6 @@
 """What the worker's sandbox (harness/sandbox.py) adds to a check's wall time on CPU.
 
-    python bench/isolation_overhead.py --baseline-tree DIR [--rounds 4] [--checks 3]
+    python bench/isolation_overhead.py --baseline-tree DIR [--rounds 4] [--checks 3] [--per-mode]
 
 DIR holds the harness from before the sandbox (``git archive <commit> harness examples |
 tar -x -C DIR``). Configurations: ``baseline`` (that tree), and this tree in each mode it
@@ -84,6 +84,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--checks", type=int, default=3)
     parser.add_argument("--launch-only", action="store_true", help="only the launch table")
+    parser.add_argument(
+        "--per-mode",
+        action="store_true",
+        help="run the baseline tree in each mode too (a baseline that has the sandbox)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from harness import sandbox
@@ -93,19 +98,25 @@ def main() -> int:
         return 0
 
     modes = [*sandbox.probe()[0], "none"]
-    configs: list[tuple[str, Path, str | None]] = [("baseline", args.baseline_tree, None)]
-    configs += [(m, ROOT, m) for m in modes]
+    configs: list[tuple[str, Path, str | None]] = []
+    if args.per_mode:  # the baseline tree in each mode too: like against like
+        for m in modes:
+            configs += [(f"baseline {m}", args.baseline_tree, m), (f"this tree {m}", ROOT, m)]
+    else:
+        configs = [("baseline", args.baseline_tree, None)] + [(m, ROOT, m) for m in modes]
     times: dict[str, list[float]] = {name: [] for name, _, _ in configs}
     for round_ in range(args.rounds):
         for name, tree, mode in configs:
             got = run_config(tree, mode, args.checks)
             times[name].extend(got)
             print(f"round {round_ + 1} {name}: {' '.join(f'{t:.3f}' for t in got)}", flush=True)
-    base = statistics.median(times["baseline"])
-    print("\n| configuration | median check wall time | vs baseline | checks |")
+    print("\n| configuration | median check wall time | vs its baseline | checks |")
     print("|---|---|---|---|")
     for name, values in times.items():
         med = statistics.median(values)
+        mode = name.split()[-1]
+        ref = times.get(f"baseline {mode}") if args.per_mode else times["baseline"]
+        base = statistics.median(ref or values)
         print(f"| {name} | {med:.3f} s | {med - base:+.3f} s ({med / base:.3f}x) | {len(values)} |")
     print_launch()
     return 0
