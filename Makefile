@@ -45,7 +45,10 @@ test: setup lint
 # planted cheats, the warm paths and the check server
 AS_USERS_TESTS ?= tests/harness/test_walls.py tests/harness/test_harness_sandbox.py \
 	tests/harness/test_harness_warm_start.py tests/harness/test_harness_cheats.py \
-	tests/harness/test_checkserver.py tests/harness/test_harness_examples.py
+	tests/harness/test_checkserver.py tests/harness/test_harness_examples.py \
+	tests/harness/test_every_user.py \
+	"tests/agent/test_agent_loop.py::test_cli_session_searches_fails_fixes_and_stops_at_the_target"
+# none mode (a container that refuses namespaces); then as an unprivileged user
 test-as-users: setup
 	CTXKERNEL_ISOLATION=none $(PY) -m pytest -q -p no:cacheprovider $(AS_USERS_TESTS)
 	.ci/as-unprivileged.sh $(PY) $(AS_USERS_TESTS)
