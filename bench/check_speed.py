@@ -7,7 +7,7 @@ in one process and interleaved round by round (so a busy machine slows every sub
               ``python -m harness check``, which a bare GPU machine can run) of the
               vector add example in-process (``--no-server``: warm worker template, the
               default before the check server), the same with ``--cold`` (every worker a
-              fresh interpreter), through the check server (``harness/checkserver.py``):
+              fresh interpreter), through the check server (``harness/server/client.py``):
               ``server_first`` the first call (the servers stopped before it: it starts
               one) and ``server`` the second call (served warm), and the baseline tree's
               ``ctxkernel check`` (``--baseline``: an export of another commit, e.g. main at
@@ -68,7 +68,7 @@ SOLUTIONS = {
 LONG_LIVED = r"""
 import json, os, resource, sys, time
 from pathlib import Path
-from harness import templates
+from harness.process import templates
 from harness.runner import LocalRunner, RunOptions, check
 
 def cpu():

@@ -27,7 +27,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.benchstats import relative_difference  # noqa: E402
+from harness.perf.benchstats import relative_difference  # noqa: E402
 from harness.runner import LocalRunner, RunOptions, check  # noqa: E402
 
 EX = REPO / "examples"
@@ -245,7 +245,7 @@ def cuda(out: Path) -> dict[str, Any]:
 
 def measure_ceilings(out: Path) -> dict[str, Any]:
     """Measure the ceilings now, with the GPU to ourselves, into the cache the checks read."""
-    from harness import ceilings
+    from harness.perf import ceilings
 
     found = ceilings.from_measurement(ceilings.measure())
     path = ceilings.store(found)

@@ -94,8 +94,8 @@ def prepare(args: argparse.Namespace) -> int:
 def _check(
     problem: Path, candidate: Path, device: str, torch_ok: bool = False, **extra: Any
 ) -> dict[str, Any]:
-    from harness.candidate import load_candidate
-    from harness.problem import load_problem
+    from harness.problems.candidate import load_candidate
+    from harness.problems.problem import load_problem
     from harness.runner import LocalRunner, RunOptions, check
 
     backend = None
@@ -144,7 +144,7 @@ def gpumode(device: str, deadline: float) -> list[dict[str, Any]]:
 def kernelbench(device: str, deadline: float) -> list[dict[str, Any]]:
     import torch
 
-    from harness.problem import load_problem
+    from harness.problems.problem import load_problem
 
     out = []
     for rel in KB_PROBLEMS:

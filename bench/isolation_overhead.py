@@ -1,4 +1,4 @@
-"""What the worker's sandbox (harness/sandbox.py) adds to a check's wall time on CPU.
+"""What the worker's sandbox (harness/process/sandbox.py) adds to a check's wall time on CPU.
 
     python bench/isolation_overhead.py --baseline-tree DIR [--rounds 4] [--checks 3] [--per-mode]
 
@@ -61,7 +61,7 @@ def run_config(tree: Path, mode: str | None, checks: int) -> list[float]:
 
 def launch_times(rounds: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
-    from harness import sandbox
+    from harness.process import sandbox
 
     available = sandbox.probe()[0]
     out: dict[str, list[float]] = {"direct": []}
@@ -91,7 +91,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from harness import sandbox
+    from harness.process import sandbox
 
     if args.launch_only:
         print_launch()
@@ -123,7 +123,7 @@ def main() -> int:
 
 
 def print_launch() -> None:
-    from harness import sandbox
+    from harness.process import sandbox
 
     probes = []
     for _ in range(5):

@@ -29,8 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.candidate import Candidate, load_candidate  # noqa: E402
-from harness.problem import Problem, load_problem  # noqa: E402
+from harness.problems.candidate import Candidate, load_candidate  # noqa: E402
+from harness.problems.problem import Problem, load_problem  # noqa: E402
 from harness.runner import RunOptions  # noqa: E402
 from harness.runners.pool import PoolEvent, PoolRunner, visible_gpus  # noqa: E402
 

@@ -4,7 +4,7 @@ The harness's witness takes kernel records in a phase of its own, before the tim
 so a difference between the two timers could be the launch (the GPU idle between the
 start event and the kernel), the kernel itself running slower in the timed loop, or the
 events. This probe times the *same calls* with both: CUDA events around each call, and
-the GPU's kernel records (``harness/kernelrecords.py``) with a marker kernel on each side,
+the GPU's kernel records (``harness/worker/kernelrecords.py``) with a marker kernel on each side,
 for the vector adds of ``examples/vector_add`` (Triton, CUDA C++ through ``load_inline``,
 and torch's own add) under several leads, interleaved in rounds:
 
@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from harness import kernelrecords  # noqa: E402
-from harness.benchstats import quantile  # noqa: E402
-from harness.timing import Bench, slotted  # noqa: E402
+from harness.perf.benchstats import quantile  # noqa: E402
+from harness.worker.timing import Bench, slotted  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "vector_add"
 

@@ -199,7 +199,7 @@ def step_env(opts: argparse.Namespace, out: Path, row: dict[str, Any]) -> None:
 
 
 def _inputs(shape: dict[str, int], seed: int = 7) -> tuple[Any, Any, Any]:
-    from harness.problem import load_problem
+    from harness.problems.problem import load_problem
 
     problem = load_problem(EXAMPLES / "matmul_bf16")
     inputs = problem.generate_input(seed, shape, "cuda")

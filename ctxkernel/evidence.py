@@ -3,7 +3,7 @@ without WGMMA on sm_90, no TMA on Hopper, narrow global loads, spills) turned in
 two hit ids that explain the better instruction and show an example, found through the
 concept links and the architecture filter.
 
-The harness names the finding (``harness.dumps`` codes in the verdict's
+The harness names the finding (``harness.perf.dumps`` codes in the verdict's
 ``performance.dump.codes``) and knows nothing of retrieval; this is the layer where the
 two meet — ``ctxkernel check``, the agent's check tool and MCP call ``for_verdict`` when
 an index is present, and nothing changes without one.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness import dumps
+from harness.perf import dumps
 
 from . import links
 

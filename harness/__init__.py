@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .candidate import Candidate, load_candidate
     from .errors import HarnessError, UsageError
-    from .problem import Problem, Tolerance, load_problem
+    from .problems.candidate import Candidate, load_candidate
+    from .problems.problem import Problem, Tolerance, load_problem
     from .runner import LocalRunner, Runner, RunOptions, check
     from .verdict import PerformanceSummary, RungResult, Verdict
 
@@ -42,13 +42,13 @@ __all__ = [
 ]
 
 _EXPORTS = {
-    "Candidate": "candidate",
-    "load_candidate": "candidate",
+    "Candidate": "problems.candidate",
+    "load_candidate": "problems.candidate",
     "HarnessError": "errors",
     "UsageError": "errors",
-    "Problem": "problem",
-    "Tolerance": "problem",
-    "load_problem": "problem",
+    "Problem": "problems.problem",
+    "Tolerance": "problems.problem",
+    "load_problem": "problems.problem",
     "LocalRunner": "runner",
     "RunOptions": "runner",
     "Runner": "runner",

@@ -9,7 +9,7 @@ Exit 0 when every rung passed, 1 when the verdict is a failure, 2 on a usage err
 Several candidates (or ``--runner``/``--jobs``/``--resume``) go to
 ``harness.runners.batchcli.execute_batch``: checked concurrently, one line (or JSON
 document) each, then a summary. One local check goes, by default, through this user's
-check server (``harness/checkserver.py``: a warm parent kept between one-shot calls;
+check server (``harness/server/client.py``: a warm parent kept between one-shot calls;
 ``--no-server`` or ``CTXKERNEL_CHECK_SERVER=0`` check here); ``check-server status|stop``
 lists and ends those servers.
 """
@@ -114,7 +114,7 @@ class CheckCommand:
             help="Resume a batch (its id or manifest path); finished candidates are not re-checked.",
         ),
     )
-    # -- one local check: the check server (harness/checkserver.py) --
+    # -- one local check: the check server (harness/server/client.py) --
     server: bool = field(
         default=True,
         metadata=option(
@@ -156,7 +156,7 @@ def check_from_cli(
     _hold_no_secret()
     command, options = _option_sets(values)
     if echo is None and server_may_serve(command, options):
-        from . import checkserver
+        from .server import client as checkserver
 
         code = checkserver.check_through_server(values, annotate)
         if code is not None:
@@ -168,7 +168,7 @@ def _hold_no_secret() -> None:
     """A check needs no key: this process forgets every secret variable (kept for
     redaction, wiped from its environment block) and is non-dumpable, so a candidate that
     got past every wall still finds nothing here to read."""
-    from . import sandbox
+    from .process import sandbox
     from .redact import forget_env, secret_env_names
 
     sandbox.harden_parent()
@@ -202,7 +202,7 @@ def _single_local(command: CheckCommand) -> bool:
 def server_may_serve(command: CheckCommand, options: RunOptions) -> bool:
     """One local, warm check with the server allowed (``--no-server``,
     ``CTXKERNEL_CHECK_SERVER=0``, ``CTXKERNEL_WARM=0`` and ``--cold`` keep it here)."""
-    from .checkserver import enabled
+    from .server.client import enabled
 
     return (
         command.server and options.warm and options.python is None and _single_local(command)
@@ -226,7 +226,7 @@ def prestart(options: RunOptions, candidate: Path) -> None:
     The device is guessed without torch (a wrong guess only wastes the template)."""
     import threading
 
-    from . import sandbox, templates
+    from .process import sandbox, templates
 
     if options.warm:
         guess = _guess_worker_env(options, candidate)
@@ -237,7 +237,7 @@ def prestart(options: RunOptions, candidate: Path) -> None:
 
 def _guess_worker_env(options: RunOptions, candidate: Path) -> tuple[str, dict[str, str]] | None:
     from .backends import detect_backend, worker_env_for
-    from .candidate import declared_backend, imported_modules
+    from .problems.candidate import declared_backend, imported_modules
 
     try:
         source = Path(candidate).read_text(encoding="utf-8", errors="replace")
@@ -265,8 +265,8 @@ def execute_check(
 ) -> int:
     """Run the check and print it; returns the exit code. Raises ``UsageError``."""
     from .backends import get_backend, parse_target
-    from .candidate import load_candidate
-    from .problem import load_problem
+    from .problems.candidate import load_candidate
+    from .problems.problem import load_problem
     from .runner import LocalRunner
     from .runners.batchcli import is_remote
 
@@ -330,11 +330,11 @@ def execute_check(
 
 
 def check_server_group() -> Any:
-    """``check-server status|stop``: this user's check servers (``harness/checkserver.py``),
+    """``check-server status|stop``: this user's check servers (``harness/server/client.py``),
     the same group under both command lines."""
     import click
 
-    from . import checkserver
+    from .server import client as checkserver
 
     @click.group("check-server")
     def group() -> None:
@@ -354,7 +354,7 @@ def check_server_group() -> Any:
     @click.option("--fingerprint", required=True)
     def serve(path: Path, fingerprint: str) -> int:
         """Serve checks at SOCKET (started by a check's client, detached)."""
-        from . import checkdaemon
+        from .server import daemon as checkdaemon
 
         try:
             return checkdaemon.serve(

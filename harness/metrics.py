@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .problemspec import Tolerance
+from .problems.problemspec import Tolerance
 
 
 @dataclass

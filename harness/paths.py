@@ -54,6 +54,15 @@ def cache_dir() -> Path:
     return cache / APP
 
 
+def check_server_dir() -> Path:
+    """Where this user's check servers keep their sockets (not created here); every
+    worker's view leaves it out."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and not os.environ.get("CTXKERNEL_HOME"):
+        return Path(runtime) / "ctxkernel"
+    return cache_dir() / "check-server"
+
+
 def config_dir() -> Path:
     """User configuration: extra corpus definitions live in ``<config_dir>/corpora``."""
     explicit = _env_path("CTXKERNEL_HOME")

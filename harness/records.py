@@ -19,7 +19,7 @@ from .paths import default_runs_dir
 from .redact import known, redact, redact_bytes
 
 if TYPE_CHECKING:
-    from .candidate import Candidate
+    from .problems.candidate import Candidate
     from .verdict import Verdict
 
 LOG_LIMIT = 1 << 20

@@ -7,7 +7,7 @@ same rungs wherever the GPU is. ``RunOptions`` is in ``options.py``; both are im
 from here. The rungs import neither this module nor the runners.
 
 ``LocalSession`` spawns ``python -m harness.worker`` through the sandbox
-(``harness/sandbox.py``: a PID namespace of its own where the machine allows one, and
+(``harness/process/sandbox.py``: a PID namespace of its own where the machine allows one, and
 ``PR_SET_PDEATHSIG`` so it dies with its check) in its own process group, its own temp
 dir as cwd, a scrubbed environment (no secrets, no ``CTXKERNEL_*``, every backend's
 caches inside the temp dir), a wall-clock timeout per request, a memory cap (RLIMIT_AS set by the worker
@@ -19,7 +19,7 @@ The load request has two limits: the worker's own start-up (interpreter, torch, 
 context: ``startup_timeout_s``) ends when the worker says it is about to import the
 candidate, and from there the candidate's import has the request's timeout (``--timeout``,
 or a backend's floor for builds that need minutes). Within any request, time the worker
-reports compiling (interim ``compile`` frames, ``harness/jitclock.py``) pauses the run
+reports compiling (interim ``compile`` frames, ``harness/worker/jitclock.py``) pauses the run
 budget, up to a compile budget per worker (``first_call_timeout_s``, twice over).
 """
 
@@ -35,17 +35,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import channel, cleanup, sandbox, templates
-from .jitclock import CompileClock
 from .options import RunOptions, memory_cap_for
-from .session import Reply, WorkerGone, WorkerSession
-from .workerenv import harness_root, scrubbed_env
+from .process import channel, cleanup, sandbox, templates
+from .process.session import Reply, WorkerGone, WorkerSession
+from .process.workerenv import harness_root, scrubbed_env
+from .worker.jitclock import CompileClock
 
 if TYPE_CHECKING:
     import torch
 
-    from .candidate import Candidate
-    from .problem import Problem
+    from .problems.candidate import Candidate
+    from .problems.problem import Problem
     from .verdict import Verdict
 
 __all__ = [
@@ -630,8 +630,8 @@ def check(
     runner: Runner | None = None,
 ) -> Verdict:
     """Load a problem and a candidate from paths and return the verdict."""
-    from .candidate import load_candidate
-    from .problem import load_problem
+    from .problems.candidate import load_candidate
+    from .problems.problem import load_problem
 
     options = options or RunOptions()
     problem = load_problem(problem_path)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .backends import jit_decorators
-from .policy import GROUPS, Policy, canonical_name
+from .problems.policy import GROUPS, Policy, canonical_name
 
 
 def _words(text: str) -> frozenset[str]:

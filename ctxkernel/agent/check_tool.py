@@ -229,9 +229,9 @@ def evaluate(
     threads. Candidates that ask for a dump or a profile are checked with their own
     options (their own dump directory); the rest go as one batch.
     """
-    from harness.candidate import load_candidate
     from harness.errors import HarnessError
-    from harness.problem import load_problem
+    from harness.problems.candidate import load_candidate
+    from harness.problems.problem import load_problem
     from harness.runners import run_many
 
     started = time.monotonic()
@@ -351,7 +351,7 @@ class CheckSession:
         self._lock = threading.Lock()
 
     def _record_for(self, problem: str) -> RunRecord:
-        from harness.problem import load_problem
+        from harness.problems.problem import load_problem
 
         from .runs import RunRecord
 

@@ -57,7 +57,7 @@ class ProblemBrief:
 
 def load_brief(problem_path: str | Path) -> ProblemBrief:
     """Load a problem with the harness and describe it (runs its generator once on CPU)."""
-    from harness.problem import detect_format, load_problem
+    from harness.problems.problem import detect_format, load_problem
 
     problem = load_problem(problem_path)
     _, target = detect_format(problem_path)
@@ -177,7 +177,7 @@ def device_info(device: str | None, backend: str) -> DeviceInfo:
 def harness_ceilings(device: str, gpu: str = "") -> dict[str, Any]:
     """The ceilings the harness measured and cached for this GPU model, if any.
 
-    Read from the harness's cache file (``harness.ceilings``, issue 5) without measuring
+    Read from the harness's cache file (``harness.perf.ceilings``, issue 5) without measuring
     anything: the roofline rung measures them on first use, so a first run on a new
     machine learns them from its first benchmarked verdict instead.
     """
@@ -186,7 +186,7 @@ def harness_ceilings(device: str, gpu: str = "") -> dict[str, Any]:
     try:
         import json
 
-        from harness import ceilings
+        from harness.perf import ceilings
 
         doc = json.loads(ceilings.cache_file().read_text())
         entries = [

@@ -4,7 +4,7 @@ In the loop every version is checked on the problem's public shapes, the ones th
 read in its prompt. Before a version is declared best (and so before a run stops on its
 target) the :class:`Prover` checks it again:
 
-- in a fresh worker, on shapes and seeds the model never saw: ``harness.unseen`` derives
+- in a fresh worker, on shapes and seeds the model never saw: ``harness.problems.unseen`` derives
   them from the problem's own shapes and a new secret (odd sizes, not multiples of 16 or
   128, size 1 where the problem allows; a problem can narrow this or switch it off, and
   then the public shapes are re-checked with new seeds). A version that passes the public
@@ -131,8 +131,8 @@ class Prover:
         and a ``previous`` best (its meta and path), race the two. ``keep``: a directory
         for the re-check's verdict."""
         from harness.errors import HarnessError
-        from harness.problem import load_problem
-        from harness.unseen import new_secret, unseen_shapes
+        from harness.problems.problem import load_problem
+        from harness.problems.unseen import new_secret, unseen_shapes
 
         secret = new_secret()
         try:
@@ -173,7 +173,7 @@ class Prover:
     ) -> dict[str, Any]:
         """Benchmark the version and the previous best interleaved (A B B A), each in a
         fresh worker with new seeds; medians of the candidate's times."""
-        from harness.unseen import new_secret
+        from harness.problems.unseen import new_secret
 
         prev_meta, prev_path = previous
         prev = int(prev_meta["version"])

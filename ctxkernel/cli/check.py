@@ -2,7 +2,7 @@
 
 A thin wrapper: the options (declared once, in ``harness.cli.CheckCommand`` and
 ``harness.options.RunOptions``) and the work live in ``harness.cli``; harness usage errors
-become ``UserError`` (one line, exit 2). Through the check server (``harness/checkserver.py``)
+become ``UserError`` (one line, exit 2). Through the check server (``harness/server/client.py``)
 the server runs the harness only: the evidence hook below runs here, in the client, on
 the verdict the server hands back before it prints, so the output is the same either way.
 ``ctxkernel check-server status|stop`` is ``harness.cli.check_server_group``.

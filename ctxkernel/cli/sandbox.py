@@ -51,7 +51,7 @@ def run_cmd(
     ctxkernel sandbox run -- python3 -c 'import os; print(os.getpid())'
     ctxkernel sandbox run --explain
     """
-    from harness import sandbox, sandboxrun
+    from harness.process import sandbox, sandboxrun
 
     if backend:
         from harness.backends import backend_names

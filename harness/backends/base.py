@@ -18,7 +18,7 @@ backend declares:
   bodies are exempt from forbidden-op rules), the guards' allowances and protected names,
   ``prepare_torch_compile`` (counting the kernels ``torch.compile`` runs for it);
 - how long it compiles: ``compile_hooks`` (its compile entry points, timed apart from run
-  time, ``harness/jitclock.py``) and ``compile_hooks_complete`` (whether they cover every
+  time, ``harness/worker/jitclock.py``) and ``compile_hooks_complete`` (whether they cover every
   way it compiles inside a call; if not, the first call keeps a long timeout on a GPU);
 - what it leaves behind: ``dump_plan`` (whether and how the dumps rung gets artefacts),
   ``dump_env``, ``collect_artifacts`` (in the worker), ``mma_hint``, ``tool_dirs``;
@@ -91,7 +91,7 @@ class Backend:
     aot_without_gpu = False  # --target compiles its kernels ahead of time on a CPU machine
     enforce_launches = False  # a call that launched nothing of this backend fails
     min_compile_timeout_s = 0.0  # the load request (imports, builds) gets at least this long
-    # how the library share (harness/library_share.py) knows this backend's own kernels on a
+    # how the library share (harness/problems/library_share.py) knows this backend's own kernels on a
     # GPU: "launched" (the launch counter keeps their names), "defined" (names the source
     # defines: __global__ functions), "" (not known well enough: reported, not judged)
     own_kernel_names = ""
@@ -111,7 +111,7 @@ class Backend:
     # mentions this one (so what it could patch is in the identity snapshot)
     snapshot_imports: tuple[str, ...] = ()
     env_passthrough: tuple[str, ...] = ()  # parent environment variables the worker keeps
-    # what a warm worker template (harness/zygote.py) imports for this backend's workers:
+    # what a warm worker template (harness/worker/zygote.py) imports for this backend's workers:
     # modules that neither initialise CUDA nor read a worker's own folders when imported
     template_imports: tuple[str, ...] = ()
     trace_recorder: str | None = None  # "proton" | "ck_trace": how the trace rung instruments
@@ -155,7 +155,7 @@ class Backend:
         return None
 
     def warm_template(self) -> None:
-        """Runs once in a worker template (``harness/zygote.py``) before it forks any
+        """Runs once in a worker template (``harness/worker/zygote.py``) before it forks any
         worker: harness-only warm-ups every worker would otherwise repeat. No CUDA, no
         candidate code, nothing that reads a worker's own environment or folders."""
 

@@ -30,7 +30,7 @@ class CudaInlineBackend(Backend):
     compile_hooks = (
         "torch.utils.cpp_extension:load_inline",
         "torch.utils.cpp_extension:load",
-    )  # timed apart from run time (harness/jitclock.py)
+    )  # timed apart from run time (harness/worker/jitclock.py)
     label = "CUDA extension"
     requires_gpu = True
     enforce_launches = True

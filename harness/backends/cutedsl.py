@@ -30,7 +30,9 @@ MAX_CAPTURED = 16
 
 class CuteDSLBackend(Backend):
     name = "cutedsl"
-    compile_hooks = ("cutlass.cute:compile",)  # timed apart from run time (harness/jitclock.py)
+    compile_hooks = (
+        "cutlass.cute:compile",
+    )  # timed apart from run time (harness/worker/jitclock.py)
     label = "CuTeDSL"
     modules = ("cutlass",)
     requires_gpu = True

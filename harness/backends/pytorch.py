@@ -13,7 +13,7 @@ class PyTorchBackend(Backend):
     name = "torch"
     label = "PyTorch"
     compiles_kernels = False
-    compile_hooks_complete = True  # torch.compile's compiles: harness/compiled.py
+    compile_hooks_complete = True  # torch.compile's compiles: harness/worker/compiled.py
 
     def detect(self, imports: set[str], source: str) -> bool:
         return True

@@ -42,7 +42,7 @@ class TileLangBackend(Backend):
     compile_hooks = (
         "tilelang:compile",
         "tilelang.jit.kernel:JITKernel.__init__",
-    )  # timed apart from run time (harness/jitclock.py)
+    )  # timed apart from run time (harness/worker/jitclock.py)
     label = "TileLang"
     modules = ("tilelang",)
     requires_gpu = True

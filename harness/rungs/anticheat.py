@@ -4,11 +4,11 @@ A burst of back-to-back calls on the same inputs (the shape of a timing loop) mu
 the reference every time — a candidate that behaves differently after the first calls
 or in "benchmark mode" fails here. Then one call measures the library share (on a GPU at
 the largest benchmark shape that is not huge, ``Inputs.share_shape``; else the largest
-checked shape) (``harness/library_share.py``: on a GPU the device time in the
+checked shape) (``harness/problems/library_share.py``: on a GPU the device time in the
 candidate's own kernels against library kernels, on a CPU the share of the data that
 library compute ops did not read); below the problem's ``MIN_KERNEL_SHARE`` (default 80 %) the rung fails naming the
 library kernels. A plain PyTorch candidate fails here unless it was asked for
-(``harness/library.py``). Then the worker is closed and every integrity finding of the
+(``harness/problems/library.py``). Then the worker is closed and every integrity finding of the
 whole session fails the rung, named: forbidden library ops at run time (the problem's and
 the reference's own), no kernel of the declared backend launched, monkeypatched
 timers/validators/harness internals, guard refusals (threads, processes, writes outside
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..library_share import Share, measure_cpu, measure_gpu
+from ..problems.library_share import Share, measure_cpu, measure_gpu
 from ..verdict import RungResult
 from .common import call_failure, check_output
 

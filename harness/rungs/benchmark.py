@@ -37,18 +37,20 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import channel, clockscale, reftimes, witness
-from ..benchstats import StopRule, summarize
 from ..metrics import compare
-from ..precision import reference_precision
-from ..session import WorkerGone
-from ..timing import bench_seed
+from ..perf import clockscale, reftimes
+from ..perf.benchstats import StopRule, summarize
+from ..problems.precision import reference_precision
+from ..process import channel
+from ..process.session import WorkerGone
 from ..verdict import RungResult
+from ..worker import witness
+from ..worker.timing import bench_seed
 from .inputs import flatten, shape_label
 from .results import ShapeTiming, Timings
 
 if TYPE_CHECKING:
-    from ..session import WorkerSession
+    from ..process.session import WorkerSession
     from .context import LadderContext
     from .results import Earlier
 
@@ -389,7 +391,7 @@ def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, 
             "clocks": report.get("clocks"),
             "persisting_l2": report.get("persisting_l2"),
             "kept": len(report.get("kept") or []),
-            "witness": report.get("witness"),  # the second timer (harness/witness.py)
+            "witness": report.get("witness"),  # the second timer (harness/worker/witness.py)
             "budget_s": (report.get("rule") or {}).get("budget_s"),
             "timed_s": report.get("timed_s"),
             "warmup_s": report.get("warmup_s"),

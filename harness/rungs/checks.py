@@ -1,7 +1,7 @@
 """OutputChecks: what the parent checks about each call's reply, and the findings it keeps.
 
 After every call: forbidden library ops the worker's recorder saw (the problem's
-``FORBIDDEN`` and the reference's own compute ops, ``harness/library.py``; also ops inside
+``FORBIDDEN`` and the reference's own compute ops, ``harness/problems/library.py``; also ops inside
 graphs ``torch.compile`` built), launches of the declared backend (none is a finding for a
 backend that ``enforce_launches``), output changes after return, an earlier call's output
 changed by a later one, inputs modified (byte for byte against the pristine copy; the
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import channel
-from ..library import library_message
+from ..problems.library import library_message
+from ..process import channel
 from .inputs import flatten
 
 if TYPE_CHECKING:
     from ..backends import Backend
-    from ..candidate import Candidate
-    from ..policy import Policy
-    from ..session import WorkerGone
+    from ..problems.candidate import Candidate
+    from ..problems.policy import Policy
+    from ..process.session import WorkerGone
     from .inputs import Inputs
     from .workers import CallRecord
 

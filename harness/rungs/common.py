@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..ceilings import Ceilings, cache_key, from_measurement, load_cached, store
 from ..metrics import Comparison, compare
-from ..problemspec import Tolerance
-from ..session import WorkerGone
+from ..perf.ceilings import Ceilings, cache_key, from_measurement, load_cached, store
+from ..problems.problemspec import Tolerance
+from ..process.session import WorkerGone
 from .checks import OutputLeaf
 from .inputs import clone, flatten
 
@@ -199,7 +199,7 @@ class DeviceCeilings:
         asked of the harness-only worker only where the parent has no GPU. Never of a
         candidate's worker: what it reported could be forged."""
         if torch.cuda.is_available():
-            from ..ceilings import device_identity
+            from ..perf.ceilings import device_identity
 
             try:
                 return device_identity()

@@ -3,7 +3,7 @@
 Import errors, backend compile errors (Triton ``CompilationError``, CUDA extension build
 failures, errors raised inside kernel code -- the pre-checks' ``jit_ranges`` -- under the
 Triton interpreter) fail here with the offending candidate line. The first call gets the
-run timeout: the time it spends compiling is budgeted apart (``harness/jitclock.py``). A backend that needs a
+run timeout: the time it spends compiling is budgeted apart (``harness/worker/jitclock.py``). A backend that needs a
 GPU fails here on a CPU, saying so. A first call that fails at run time passes this rung
 and is reported by ``run``. Result for the rungs after it: ``FirstCall``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..session import WorkerGone
+from ..process.session import WorkerGone
 from ..staticscan import ScanResult
 from ..verdict import RungResult
 from .checks import in_kernel
@@ -53,7 +53,7 @@ class CompileRung:
                 self, explain(f"{what}: {first_line(error)}"), metrics, {"error": error}
             )
         # on a GPU the first launch JIT-compiles (and autotunes): the worker reports its
-        # compiles, which are timed apart from the run (harness/jitclock.py); a backend
+        # compiles, which are timed apart from the run (harness/worker/jitclock.py); a backend
         # whose compiles are not all reported keeps a long first call
         first_timeout = ctx.options.timeout_s
         if ctx.device != "cpu" and not ctx.backend.compile_hooks_complete:

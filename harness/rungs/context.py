@@ -1,7 +1,7 @@
 """LadderContext: what every rung is given -- the fixed facts of one check and its three parts.
 
 Facts: the problem, the candidate, its ``Backend``, the run options, the device, the
-forbidden-op policy and the library rules (``harness/library.py``: what the candidate may
+forbidden-op policy and the library rules (``harness/problems/library.py``: what the candidate may
 call, how much of the work its own kernels must do; the pre-checks add the reference's
 recorded ops to both). Parts, one job each:
 
@@ -20,17 +20,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..backends import get_backend
-from ..library import LibraryRules
-from ..policy import Policy
+from ..problems.library import LibraryRules
+from ..problems.policy import Policy
 from .checks import Findings, OutputChecks
 from .common import DeviceCeilings
 from .inputs import Inputs
 from .workers import SessionFactory, Workers
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
     from ..options import RunOptions
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
 
 
 class LadderContext:

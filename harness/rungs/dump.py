@@ -4,7 +4,7 @@ Not gating: it informs. The artefacts come from a candidate worker (the benchmar
 one ran -- its caches hold every version compiled for the timed shapes -- else a fresh
 ``dump`` worker that calls the candidate once on the largest of the problem's shapes);
 how is the backend's ``dump_plan``: with ``--target sm_90`` Triton kernels are compiled
-ahead of time from the recorded launches, which needs no GPU. ``harness/dumps.py`` writes them under
+ahead of time from the recorded launches, which needs no GPU. ``harness/perf/dumps.py`` writes them under
 ``DIR/<kernel>/<version>/``, disassembles them and lists what an expert would look at.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..backends import Backend, all_backends
-from ..dumps import write_dump
-from ..session import WorkerGone
+from ..perf.dumps import write_dump
+from ..process.session import WorkerGone
 from ..verdict import RungResult
 from .common import call_failure
 from .results import DumpReport

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from ..errors import ProblemError
-from ..library import record_reference
 from ..options import RunOptions
-from ..precision import reference_precision
-from ..problem import Problem
+from ..problems.library import record_reference
+from ..problems.precision import reference_precision
+from ..problems.problem import Problem
 
 STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct seeds)
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
@@ -214,7 +214,7 @@ class Inputs:
         self._unseen = []
         if not self.options.unseen:
             return self._unseen
-        from ..unseen import unseen_shapes
+        from ..problems.unseen import unseen_shapes
 
         derived = replace(self.problem, shapes=[dict(s) for s in self.shapes])
         try:

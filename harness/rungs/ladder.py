@@ -23,7 +23,7 @@ import traceback
 from typing import Protocol
 
 from ..errors import UsageError
-from ..precision import REFERENCE_PRECISION_FLAGS
+from ..problems.precision import REFERENCE_PRECISION_FLAGS
 from ..verdict import PerformanceSummary, RungResult, Verdict
 from .anticheat import AntiCheatRung
 from .benchmark import BenchmarkRung

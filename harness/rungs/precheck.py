@@ -1,7 +1,7 @@
 """The ``pre-checks`` rung: the reference's ops, parse, entry point, and a static policy scan.
 
 First the reference runs once on a throwaway input (``LadderContext.learn_reference``):
-the compute ops it runs are forbidden to the candidate at run time (``harness/library.py``)
+the compute ops it runs are forbidden to the candidate at run time (``harness/problems/library.py``)
 and a GPU MODE problem's output tensors are found.
 
 The scan is a filter, not the guarantee (the worker's runtime guards and the parent's

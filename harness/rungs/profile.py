@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import ncu
+from ..perf import ncu
 from ..verdict import RungResult
 from .inputs import shape_label
 from .results import ProfileReport, Timings

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import clockscale
-from ..ceilings import Ceilings, floor_bytes, physics_floor, precision_of, roofline
+from ..perf import clockscale
+from ..perf.ceilings import Ceilings, floor_bytes, physics_floor, precision_of, roofline
 from ..verdict import RungResult
 from .results import Roofline, ShapeTiming, Timings
 

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..session import WorkerGone
+from ..process.session import WorkerGone
 from ..verdict import RungResult
 from .inputs import shape_label
 from .results import Timings, TraceReport

@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .. import channel
 from ..backends import snapshot_imports
-from ..compiled import mentions_torch_compile
-from ..session import WorkerGone, WorkerSession
+from ..process import channel
+from ..process.session import WorkerGone, WorkerSession
+from ..worker.compiled import mentions_torch_compile
 from .checks import Findings, OutputChecks, OutputLeaf
 
 if TYPE_CHECKING:
     from ..backends import Backend
-    from ..candidate import Candidate
     from ..options import RunOptions
-    from ..policy import Policy
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.policy import Policy
+    from ..problems.problem import Problem
     from .inputs import Inputs, TrialInputs
 
 

@@ -29,8 +29,8 @@ from .base import BatchRunner, RunnerError, ThreadedRunner, is_final, map_unorde
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..runner import Runner, RunOptions
     from ..verdict import Verdict
 

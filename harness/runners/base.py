@@ -27,8 +27,8 @@ from ..errors import UsageError
 from ..runner import RunOptions
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..runner import Runner
     from ..verdict import Verdict
 

@@ -28,8 +28,8 @@ from ..runner import RunOptions
 from .base import LOCAL_ONLY, BatchRunner, is_final, options_to_wire
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..verdict import Verdict
 
 MANIFEST_FORMAT = 1

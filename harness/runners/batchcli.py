@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..problems.problem import Problem
     from ..runner import RunOptions
     from .batch import BatchItem
 
@@ -64,7 +64,7 @@ def execute_batch(
     feedback: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> int:
-    from ..candidate import load_candidate
+    from ..problems.candidate import load_candidate
     from . import get_runner
     from .batch import Batch, run_batch
 

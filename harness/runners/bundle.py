@@ -36,8 +36,8 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..verdict import Verdict
 
 JOB_FORMAT = 1
@@ -86,7 +86,7 @@ def problem_files(problem: Problem) -> tuple[str, dict[str, Path]]:
 
 def defining_files(problem: Problem) -> list[Path]:
     """The files that define what is checked (not the candidates beside them)."""
-    from ..problem import detect_format
+    from ..problems.problem import detect_format
 
     fmt, target = detect_format(problem.path)
     if target.is_file():
@@ -180,8 +180,8 @@ def pack_dir(directory: Path, arcname: str) -> bytes:
 def execute_job(jobdir: Path) -> int:
     """Check the job in ``jobdir`` here; leave ``result/``. 0: a verdict, 2: usage error
     (the problem is broken, an option unknown), 3: harness error."""
-    from ..candidate import load_candidate
-    from ..problem import load_problem
+    from ..problems.candidate import load_candidate
+    from ..problems.problem import load_problem
     from ..runner import LocalRunner
 
     result = jobdir / "result"

@@ -13,7 +13,7 @@ reason is kept in the verdict. Nothing else in the queue is lost. Slots stay war
 ``run_many`` calls (an agent's successive rounds) until ``close()``.
 
 Slots die with the pool's process whatever signal ends it (``PR_SET_PDEATHSIG``; SIGTERM
-and SIGHUP also remove the pool's temp dir, see ``harness/cleanup.py``), and they start
+and SIGHUP also remove the pool's temp dir, see ``harness/process/cleanup.py``), and they start
 with no secret in their environment.
 """
 
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import cleanup, sandbox
-from ..cleanup import kill_processes_under
+from ..process import cleanup, sandbox
+from ..process.cleanup import kill_processes_under
 from ..redact import looks_secret
 from ..runner import RunOptions, describe_exit, harness_root
 from .base import (
@@ -53,8 +53,8 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..verdict import Verdict
 
 START_FAILURES_ALLOWED = 3

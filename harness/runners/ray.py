@@ -44,8 +44,8 @@ from .base import (
 from .bundle import extract, import_result, pack_job
 
 if TYPE_CHECKING:
-    from ..candidate import Candidate
-    from ..problem import Problem
+    from ..problems.candidate import Candidate
+    from ..problems.problem import Problem
     from ..verdict import Verdict
 
 INSTALL_HINT = (

@@ -25,7 +25,7 @@ def _watch_parent(jobdir: Path) -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != parent:
-                from ..cleanup import kill_processes_under
+                from ..process.cleanup import kill_processes_under
 
                 kill_processes_under(jobdir)
                 os._exit(137)

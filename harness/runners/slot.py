@@ -27,9 +27,9 @@ def _send(out: IO[str], doc: dict[str, Any]) -> None:
 
 
 def serve(out: IO[str], lines: IO[str]) -> int:
-    from ..candidate import load_candidate
     from ..errors import UsageError
-    from ..problem import Problem, load_problem
+    from ..problems.candidate import load_candidate
+    from ..problems.problem import Problem, load_problem
     from ..runner import LocalRunner
     from .base import options_from_wire
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd-out", type=int, required=True, help="where replies go")
     parser.add_argument("--parent", type=int, default=None, help="the pool's PID")
     args = parser.parse_args(argv)
-    from ..sandbox import die_with_parent
+    from ..process.sandbox import die_with_parent
 
     die_with_parent()  # with the pool's slot thread, whatever signal ends the pool
     if args.parent is not None and os.getppid() != args.parent:

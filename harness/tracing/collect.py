@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from ..worker import Worker
+    from ..worker.serve import Worker
 
 FLUSH_BYTES = 256 << 20
 DEFAULT_TIME_CALLS = 20
@@ -67,7 +67,7 @@ def _handle(worker: Worker, req: dict[str, Any]) -> tuple[dict[str, Any], list[A
     import torch
 
     from ..backends import get_backend
-    from ..benchworker import _guarded_call
+    from ..worker.benchworker import _guarded_call
 
     if worker.device != "cuda":
         return _fail(worker, "no GPU: intra-kernel traces read GPU clocks")

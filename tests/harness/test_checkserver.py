@@ -1,4 +1,4 @@
-"""The check server (``harness/checkserver.py``): a one-shot check served warm gives what
+"""The check server (``harness/server/client.py``): a one-shot check served warm gives what
 an in-process check gives; the same server serves the next call; changed code, a killed
 server, a cancelled client, an unsafe socket folder and another uid are each handled.
 
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from cheatspec import EXAMPLES, REPO
 
-from harness import checkserver
+from harness.server import client as checkserver
 
 VECTOR_ADD = EXAMPLES / "vector_add"
 GOOD = VECTOR_ADD / "solution_triton.py"

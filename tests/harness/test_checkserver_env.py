@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness import checkserver
+from harness.server import client as checkserver
 
 
 def test_a_reinstalled_library_gets_a_new_server(

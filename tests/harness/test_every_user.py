@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import checkdaemon, sandbox, templates, workerenv
 from harness.paths import home
+from harness.process import sandbox, templates, workerenv
+from harness.server import daemon as checkdaemon
 
 REPO = Path(__file__).resolve().parents[2]
 

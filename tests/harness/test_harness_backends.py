@@ -11,9 +11,9 @@ import pytest
 
 import harness.backends as backends
 from harness.backends import Backend, LaunchCounter, backend_names, get_backend
-from harness.candidate import load_candidate
-from harness.policy import Policy
-from harness.problem import load_problem
+from harness.problems.candidate import load_candidate
+from harness.problems.policy import Policy
+from harness.problems.problem import load_problem
 from harness.runner import scrubbed_env
 from harness.staticscan import scan
 

@@ -54,7 +54,7 @@ def test_every_cpu_item_of_the_issue_has_a_planted_cheat() -> None:
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
 def test_cheat_is_rejected_with_a_named_reason(cheat: Path, cheat_verdicts: VerdictPool) -> None:
     if cheat == LEAVE_STATE:
-        from harness import sandbox
+        from harness.process import sandbox
 
         if not sandbox.isolation().private_tmp:
             pytest.skip("no private temp folders in this sandbox mode: /tmp is shared")
@@ -101,7 +101,7 @@ def _remove_plants() -> None:
 
 @pytest.fixture
 def private_tmp() -> Iterator[None]:
-    from harness import sandbox
+    from harness.process import sandbox
 
     if not sandbox.isolation().private_tmp:
         pytest.skip("no private temp folders in this sandbox mode: /tmp is shared")

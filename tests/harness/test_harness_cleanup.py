@@ -20,7 +20,7 @@ import pytest
 from cheatspec import EXAMPLES, REPO
 from conftest import fast_options
 
-from harness import cleanup
+from harness.process import cleanup
 from harness.runner import check
 
 SLEEPER = """\

@@ -1,10 +1,10 @@
-"""Clocks in the numbers (``harness/clockscale.py``): roofline at the observed SM clock."""
+"""Clocks in the numbers (``harness/perf/clockscale.py``): roofline at the observed SM clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import clockscale
+from harness.perf import clockscale
 
 
 def _record(*clocks: float) -> dict[str, object]:

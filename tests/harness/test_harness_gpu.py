@@ -77,7 +77,7 @@ def test_a_large_output_is_compared_on_the_gpu_as_on_the_cpu() -> None:
     GPU MODE's 8192 x 8192 add took seconds on the parent's CPU); the numbers are the CPU's."""
     import torch
 
-    from harness.problemspec import Tolerance
+    from harness.problems.problemspec import Tolerance
     from harness.rungs.common import DEVICE_COMPARE_ELEMENTS, _compare_where_it_lives
 
     gen = torch.Generator(device="cuda").manual_seed(3)

@@ -15,9 +15,9 @@ from textwrap import dedent
 import pytest
 
 from harness.errors import UsageError
-from harness.importers.gpumode import parse_task_yml
-from harness.importers.kernelbench import reference_ops
-from harness.problem import detect_format, load_problem
+from harness.problems.importers.gpumode import parse_task_yml
+from harness.problems.importers.kernelbench import reference_ops
+from harness.problems.problem import detect_format, load_problem
 from harness.runner import LocalRunner, RunOptions, check
 
 TRITON_ADD = """

@@ -1,4 +1,4 @@
-"""Kernel records (``harness/kernelrecords.py``): cutting a record list into timed calls.
+"""Kernel records (``harness/worker/kernelrecords.py``): cutting a record list into timed calls.
 
 The record lists are built by hand in the shape torch.profiler returns (markers from
 ``torch.cuda._sleep`` around each call); collecting real records needs a GPU
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.kernelrecords import (
+from harness.worker.kernelrecords import (
     KernelRecord,
     KernelRecorder,
     busy_ns,
@@ -78,7 +78,7 @@ def test_recorder_without_a_gpu_says_why_and_runs_the_block() -> None:
 
 @pytest.mark.gpu
 def test_kernel_recorder_sees_a_kernel_on_the_gpu() -> None:
-    from harness.kernelrecords import mark
+    from harness.worker.kernelrecords import mark
 
     x = torch.randn(1 << 24, device="cuda")
     y = torch.empty_like(x)
@@ -100,7 +100,8 @@ def test_kernel_recorder_sees_a_kernel_on_the_gpu() -> None:
 
 _PROBE = """
 import sys, torch
-from harness import kernelrecords, library_share
+from harness.worker.serve import kernelrecords
+from harness.problems import library_share
 if sys.argv[1] == "ours" and torch.cuda.is_available():  # what the worker and the witness use
     with kernelrecords.cuda_profiler(), library_share.kernel_profiler():
         torch.ones(4, device="cuda").add_(1)

@@ -18,11 +18,12 @@ import pytest
 import torch
 from cheatspec import EXAMPLES, FIXTURES
 
-from harness import benchstats, ceilings, dumps, ncu, timing
-from harness.ceilings import Ceilings
-from harness.problem import load_problem
+from harness.perf import benchstats, ceilings, dumps, ncu
+from harness.perf.ceilings import Ceilings
+from harness.problems.problem import load_problem
 from harness.runner import LocalRunner, RunOptions, check
 from harness.verdict import RungResult, Verdict
+from harness.worker.serve import timing
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = Ceilings(
@@ -212,7 +213,7 @@ def test_keep_priority_is_a_stable_bottom_k() -> None:
 
 
 def test_input_sets_rotate_only_when_the_working_set_fits_in_l2() -> None:
-    from harness.benchworker import input_sets_for
+    from harness.worker.benchworker import input_sets_for
 
     l2 = 60 << 20
     assert input_sets_for(3 << 30, l2) == 1
@@ -552,7 +553,7 @@ CUTE_COUNT = r"""
 import sys, torch
 from harness.backends.cutedsl import CuteDSLBackend
 counter = CuteDSLBackend().prepare_worker("cpu")
-from harness.guards import install_audit_guard
+from harness.worker.guards import install_audit_guard
 import os
 guard = install_audit_guard(os.getcwd())  # compiles run with the guards on, as in a worker
 sys.path.insert(0, sys.argv[1])
@@ -658,9 +659,8 @@ def test_worker_bench_request_glue_on_a_simulated_gpu(
 ) -> None:
     """``bench`` and ``bench_sample`` as the worker answers them: inputs generated from the
     key's seeds, the warm-up under the op recorder, kept outputs sampled on request."""
-    from harness import benchworker
-    from harness.guards import OpRecorder
-    from harness.worker import Worker
+    from harness.worker.guards import OpRecorder
+    from harness.worker.serve import Worker, benchworker
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
@@ -707,16 +707,15 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
 ) -> None:
     """The parent's side (requests, re-checks, reference timing, ceilings, roofline) against
     workers answering in-process on the simulated clock."""
-    from harness import benchworker
-    from harness.candidate import load_candidate
-    from harness.guards import OpRecorder
+    from harness.problems.candidate import load_candidate
     from harness.rungs.benchmark import BenchmarkRung
     from harness.rungs.context import LadderContext
     from harness.rungs.ladder import summarize
     from harness.rungs.results import Earlier, Roofline, Timings
     from harness.rungs.roofline import RooflineRung
     from harness.runner import Reply
-    from harness.worker import Worker
+    from harness.worker.guards import OpRecorder
+    from harness.worker.serve import Worker, benchworker
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     problem = load_problem(EXAMPLES / "vector_add")

@@ -1,4 +1,4 @@
-"""The reference-timing cache (``harness/reftimes.py``): reused only when nothing moved."""
+"""The reference-timing cache (``harness/perf/reftimes.py``): reused only when nothing moved."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import reftimes
+from harness.perf import reftimes
 
 DEVICE = "NVIDIA H200 | cc 9.0 | driver 580 | sm 1980 MHz | mem 3201 MHz | power 700 W | sms 132"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.candidate import load_candidate
-from harness.problem import load_problem
+from harness.problems.candidate import load_candidate
+from harness.problems.problem import load_problem
 from harness.rungs.checks import OutputLeaf
 from harness.rungs.compile import CompileRung
 from harness.rungs.context import LadderContext

@@ -1,7 +1,7 @@
 """Issue 11, item 1: no secret reaches a candidate.
 
 The worker runs in a PID namespace of its own where the machine allows one
-(``harness/sandbox.py``), else beside a non-dumpable parent; the agent's key leaves the
+(``harness/process/sandbox.py``), else beside a non-dumpable parent; the agent's key leaves the
 parent's environment once its client has read it; and whatever gets through, verdicts,
 feedback and records are redacted of every secret value the parent knows
 (``harness/redact.py``). The planted candidate ``cheats/c15_proc_parent.py`` reads the
@@ -20,8 +20,9 @@ import pytest
 from cheatspec import EXAMPLES, REPO
 from conftest import fast_options
 
-from harness import redact, sandbox
+from harness import redact
 from harness.errors import UsageError
+from harness.process import sandbox
 from harness.runner import check, resolved_isolation
 
 CHEAT = Path(__file__).resolve().parent / "cheats" / "c15_proc_parent.py"
@@ -200,7 +201,7 @@ def test_the_memory_watchdog_reads_the_worker_not_the_launcher(tmp_path: Path) -
         cmdline = Path(f"/proc/{session.worker_pid}/cmdline").read_bytes()
         # spawned: its own interpreter; forked from the warm template: the template's
         assert b"harness.worker" in cmdline or (
-            session.started_by == "template" and b"harness.zygote" in cmdline
+            session.started_by == "template" and b"harness.worker.zygote" in cmdline
         )
         status = Path(f"/proc/{session.worker_pid}/status").read_text()
         nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid"))

@@ -43,8 +43,8 @@ def test_on_a_cpu_tilelang_passes_the_pre_checks_then_needs_a_gpu(problem: Path)
 
 def test_tilelang_kernel_bodies_are_kernel_code_for_the_static_scan() -> None:
     """``T.gemm`` on tiles is the kernel; a host-side ``a @ b`` next to it is not."""
-    from harness.policy import Policy
-    from harness.problem import load_problem
+    from harness.problems.policy import Policy
+    from harness.problems.problem import load_problem
     from harness.staticscan import scan
 
     problem = load_problem(EXAMPLES / "matmul_bf16")
@@ -60,7 +60,7 @@ import json, os, sys, time
 from harness.backends import get_backend
 backend = get_backend("tilelang")
 counter = backend.prepare_worker("cuda")
-from harness.guards import IdentitySnapshot, install_audit_guard
+from harness.worker.guards import IdentitySnapshot, install_audit_guard
 snapshot = IdentitySnapshot.take()
 guard = install_audit_guard(os.getcwd())  # the candidate's import compiles: guards on
 import importlib.util, torch
@@ -159,7 +159,7 @@ def test_tilelang_vector_add_compiles_for_sm90a_under_the_guards(tmp_path: Path)
     assert result["plain"] is False
     assert (tmp_path / ".tilelang-cache").is_dir()  # the cache stays in the worker's home
 
-    from harness.dumps import write_dump
+    from harness.perf.dumps import write_dump
 
     files = [
         ({"name": n, "kernel": "vector_add", "version": "k0", "kind": k},

@@ -9,13 +9,13 @@ import types
 import pytest
 import torch
 
-from harness import channel
-from harness.guards import IdentitySnapshot
 from harness.metrics import compare
-from harness.policy import Policy
-from harness.problem import Tolerance
+from harness.problems.policy import Policy
+from harness.problems.problem import Tolerance
+from harness.process import channel
 from harness.staticscan import scan
 from harness.verdict import RungResult, Verdict
+from harness.worker.guards import IdentitySnapshot
 
 # -- channel -----------------------------------------------------------------------------
 
@@ -120,7 +120,7 @@ def test_low_precision_floors() -> None:
 
 
 def test_problem_tolerance_override_by_dtype() -> None:
-    from harness.problem import Problem
+    from harness.problems.problem import Problem
 
     problem = Problem(
         "p",

@@ -1,4 +1,4 @@
-"""The benchmark's second timer (``harness/witness.py``) and its scaled wall budget.
+"""The benchmark's second timer (``harness/worker/witness.py``) and its scaled wall budget.
 
 Record lists are built by hand in the shape torch.profiler returns (a spin-kernel marker
 before and after each call); collecting real ones needs a GPU
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import witness
-from harness.benchstats import StopRule
-from harness.kernelrecords import KernelRecord
+from harness.perf.benchstats import StopRule
+from harness.worker.kernelrecords import KernelRecord
+from harness.worker.serve import witness
 
 SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
 

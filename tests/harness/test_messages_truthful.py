@@ -15,7 +15,7 @@ from pathlib import Path
 from cheatspec import problem_path, read_expectation
 from conftest import fast_options
 
-from harness.problem import load_problem
+from harness.problems.problem import load_problem
 from harness.rungs.inputs import mix_seed
 from harness.runner import LocalRunner, check
 from harness.verdict import Verdict

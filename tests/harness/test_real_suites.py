@@ -16,13 +16,13 @@ import torch
 from cheatspec import FIXTURES
 
 from harness.errors import ProblemError
-from harness.freshness import OutputHistory, fresh_slots
-from harness.jitclock import CompileClock
-from harness.library import expand_allowed, is_compute, op_stem
-from harness.library_share import kernel_function, measure_cpu, measure_gpu
 from harness.options import RunOptions
-from harness.problem import load_problem
+from harness.problems.library import expand_allowed, is_compute, op_stem
+from harness.problems.library_share import kernel_function, measure_cpu, measure_gpu
+from harness.problems.problem import load_problem
 from harness.rungs.inputs import Inputs
+from harness.worker.freshness import OutputHistory, fresh_slots
+from harness.worker.jitclock import CompileClock
 
 KB_RELU = dedent("""
     import torch
@@ -329,7 +329,7 @@ def test_a_thread_is_known_by_the_code_it_will_run() -> None:
     import functools
     import threading
 
-    from harness.guards import thread_target_file
+    from harness.worker.guards import thread_target_file
 
     def work() -> None:
         pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.policy import Policy
+from harness.problems.policy import Policy
 from harness.staticscan import scan
 
 ADD = Policy.from_entries(["add", "aten::add"])

@@ -1,4 +1,4 @@
-"""Unseen shapes (harness/unseen.py): derived from a problem's own shapes and a secret,
+"""Unseen shapes (harness/problems/unseen.py): derived from a problem's own shapes and a secret,
 odd (so not multiples of 16 or 128), never public, within the public range, size 1
 where the problem allows it, only shapes the problem's generator and reference accept;
 ``UNSEEN`` narrows or switches them off."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ProblemError
-from harness.problem import load_problem
-from harness.unseen import UnseenPolicy, new_secret, unseen_shapes, varying_dims
+from harness.problems.problem import load_problem
+from harness.problems.unseen import UnseenPolicy, new_secret, unseen_shapes, varying_dims
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = """

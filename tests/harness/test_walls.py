@@ -24,11 +24,11 @@ import pytest
 from cheatspec import EXAMPLES, read_expectation
 from conftest import fast_options
 
-from harness import sandbox
-from harness.checkserver import secure_dir, socket_dir
 from harness.options import RunOptions, memory_cap_for
-from harness.paths import default_runs_dir
+from harness.paths import check_server_dir, default_runs_dir
+from harness.process import sandbox
 from harness.runner import LocalRunner, check
+from harness.server.client import secure_dir
 
 WALLS = Path(__file__).resolve().parent / "walls"
 CHEATS = sorted(WALLS.glob("w*.py"))
@@ -60,7 +60,7 @@ def outside_unchanged() -> Iterator[None]:
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The sandbox mode of this process's workers: the machine's best, then ``none``."""
     if request.param == "none":
-        from harness import walls
+        from harness.process import walls
 
         if walls.landlock_abi() < 1:
             pytest.skip("this kernel has no landlock: none mode keeps only seccomp there")
@@ -111,7 +111,7 @@ def _gone(tag: str, within_s: float = 10.0) -> bool:
 @pytest.fixture
 def listening_socket() -> Iterator[Path]:
     """A live Unix socket in this user's check-server folder, as an idle server's is."""
-    place = secure_dir(socket_dir())
+    place = secure_dir(check_server_dir())
     path = place / "wall-test.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
@@ -181,7 +181,7 @@ def test_native_code_finds_every_door_shut_and_its_own_folder_writable(
         REPO / "harness",
         Path.home(),
         default_runs_dir().parent,
-        socket_dir().parent,
+        check_server_dir().parent,
         problem,
     ]
     if mode == "none":  # a namespace mode's /tmp is the worker's own private one
@@ -286,7 +286,7 @@ def test_a_problem_in_a_checks_temp_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_problem_is_imported_from_a_snapshot_not_from_the_users_path(tmp_path: Path) -> None:
-    from harness.problem import load_problem
+    from harness.problems.problem import load_problem
 
     problem = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", problem)

@@ -10,7 +10,7 @@ import pytest
 
 from ctxkernel import evidence
 from ctxkernel.workspace import Workspace
-from harness import dumps
+from harness.perf import dumps
 
 from .conftest import CliResult, Repo
 from .test_links import EXAMPLE, linked  # noqa: F401 - the fixture, shared

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.candidate import Candidate, load_candidate
-from harness.problem import Problem, load_problem
+from harness.problems.candidate import Candidate, load_candidate
+from harness.problems.problem import Problem, load_problem
 from harness.runner import RunOptions
 from harness.verdict import Verdict
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.candidate import Candidate, load_candidate
-from harness.problem import Problem, load_problem
+from harness.problems.candidate import Candidate, load_candidate
+from harness.problems.problem import Problem, load_problem
 from harness.runner import RunOptions
 from harness.runners import RunnerError, ThreadedRunner, get_runner
 from harness.runners.base import (

@@ -62,7 +62,7 @@ from harness.backends import get_backend
 from harness.tracing import install_candidate_api
 install_candidate_api()  # what the worker does before it imports a CuTeDSL candidate
 get_backend("cutedsl").prepare_trace("cpu", "")
-from harness.guards import install_audit_guard
+from harness.worker.guards import install_audit_guard
 guard = install_audit_guard(os.getcwd())  # compiles run with the guards on, as in a worker
 sys.path.insert(0, sys.argv[1])
 import solution_cutedsl_traced as s

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.candidate import load_candidate
-from harness.problem import load_problem
+from harness.problems.candidate import load_candidate
+from harness.problems.problem import load_problem
 from harness.rungs.context import LadderContext
 from harness.rungs.ladder import Ladder
 from harness.rungs.results import Earlier, ShapeTiming, Timings, TraceReport
@@ -235,8 +235,8 @@ class _AskTrace:
 def test_worker_answers_the_trace_request_on_cpu() -> None:
     """The worker dispatches ``trace`` to harness/tracing/collect.py (and ``import ck_trace``
     works in a candidate's worker): on a CPU it answers that traces need a GPU."""
-    from harness.candidate import load_candidate
-    from harness.problem import load_problem
+    from harness.problems.candidate import load_candidate
+    from harness.problems.problem import load_problem
     from harness.rungs.compile import CompileRung
     from harness.rungs.precheck import PreCheckRung
 

@@ -1,0 +1,313 @@
+"""KernelBench problems: ``Model``, ``get_inputs()``, ``get_init_inputs()``; candidates ``ModelNew``.
+
+How KernelBench itself evaluates (``src/kernelbench/eval.py``): reference and candidate
+run in one process, both built after ``torch.manual_seed(seed)`` so their parameters
+match, fed the same input objects, compared with ``torch.allclose`` at atol = rtol = 1e-4
+for fp32 (1e-2 for fp16/bf16) on a few trials whose seeds derive from a public seed.
+What it misses: the reference output lives in the candidate's process, the candidate
+sees the very tensors the reference used, and nothing stops a ``ModelNew`` from calling
+the library op.
+
+Here: the parent builds ``Model`` and the worker builds ``ModelNew`` from the same
+``get_init_inputs()`` and init seed (so parameters match), inputs come from
+``get_inputs()`` under secret-mixed seeds, KernelBench's tolerance is kept, and the heavy
+library ops the reference calls (matmul, softmax, norms, convolutions) are forbidden.
+Module-level sizes (``batch_size``, ``N``, ...) can be overridden as shape keys; the
+module-level globals computed from an overridden one (``N = 2 * M``) are computed again
+(``ModuleSizes``), and a key that is no module-level global is named in the error.
+
+Upstream sizes are chosen for a large GPU (a ReLU of 4096 x 393216 floats): a check uses
+them only for ``--bench`` on a GPU. By default a check runs on sizes scaled to the device
+(``device_shapes``: the largest module-level sizes halved until the inputs and parameters
+fit ``ELEMENT_BUDGET`` for that device, measured on the meta device, plus a second shape
+a little smaller so that the unseen shapes have a dimension to vary); the verdict names
+the shapes it used.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...errors import ProblemError
+from ..policy import GROUPS, MODULES, canonical_name
+from ..problemspec import Problem, import_file, isolated_import_path, to_device
+
+INIT_SEED = 42
+# elements (inputs + parameters) a default check shape may hold, per device
+ELEMENT_BUDGET = {"cpu": 1 << 15, "cuda": 1 << 24}
+MIN_SCALED = 16  # sizes below this are never halved
+_CONV_CALLS = {
+    "torch.nn.Conv1d",
+    "torch.nn.Conv2d",
+    "torch.nn.Conv3d",
+    "torch.nn.ConvTranspose1d",
+    "torch.nn.ConvTranspose2d",
+    "torch.nn.ConvTranspose3d",
+    "torch.nn.functional.conv1d",
+    "torch.nn.functional.conv2d",
+    "torch.nn.functional.conv3d",
+    "torch.conv2d",
+}
+
+
+def reference_ops(source: str) -> list[str]:
+    """FORBIDDEN entries for the library ops a KernelBench ``Model`` calls (static)."""
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    found: list[str] = []
+
+    def dotted(expr: ast.expr) -> str | None:
+        parts = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            base = aliases.get(expr.id, expr.id)
+            return ".".join([base, *reversed(parts)])
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.MatMult):
+                    found.append("matmul")
+                name = dotted(inner.func) if isinstance(inner, ast.Call) else None
+                if name is None:
+                    continue
+                name = canonical_name(name)
+                for group_name, group in GROUPS.items():
+                    if group_name != "add" and name in group.calls:
+                        found.append(group_name)
+                if name in MODULES:
+                    found.append(MODULES[name])
+                if name in _CONV_CALLS:
+                    found.extend(
+                        [
+                            "aten::convolution",
+                            "aten::_convolution",
+                            "aten::conv2d",
+                            "aten::conv1d",
+                            "aten::conv3d",
+                        ]
+                    )
+    return sorted(set(found))
+
+
+def _assignments(node: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, expression) of a top-level ``x = ...``, ``x: int = ...`` or ``a, b = 1, 2``."""
+    target: ast.expr
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        target, value = node.target, node.value
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target, value = node.targets[0], node.value
+    else:
+        return []
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if (
+        isinstance(target, ast.Tuple)
+        and isinstance(value, ast.Tuple)
+        and len(target.elts) == len(value.elts)
+        and all(isinstance(t, ast.Name) for t in target.elts)
+    ):
+        return [(t.id, v) for t, v in zip(target.elts, value.elts, strict=True)]  # type: ignore[attr-defined]
+    return []
+
+
+class ModuleSizes:
+    """A KernelBench module's top-level assignments, replayed for a shape: every global is
+    reset to its upstream value, the shape's keys are set, and each later assignment whose
+    expression reads a changed name is evaluated again (``N = 2 * M``)."""
+
+    def __init__(self, file: Path, module: Any, source: str) -> None:
+        self.file = file
+        self.module = module
+        self.steps: list[tuple[str, Any, set[str]]] = []  # (name, compiled expr, names read)
+        self.original: dict[str, Any] = {}
+        for node in ast.parse(source).body:
+            for name, value in _assignments(node):
+                if not hasattr(module, name):
+                    continue
+                reads = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                code = compile(ast.Expression(value), str(file), "eval")
+                self.steps.append((name, code, reads))
+                self.original[name] = getattr(module, name)
+
+    def sizes(self) -> dict[str, int]:
+        """The upstream integer globals (the sizes a shape may override)."""
+        return {
+            k: v for k, v in self.original.items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+
+    def apply(self, shape: dict[str, Any]) -> list[str]:
+        """Set the module's globals for ``shape``; the globals recomputed from it."""
+        unknown = [k for k in shape if k not in self.original and not hasattr(self.module, k)]
+        if unknown:
+            raise ProblemError(
+                f"{self.file}: no module-level {unknown[0]} to set (shape keys override "
+                f"module globals: {', '.join(sorted(self.sizes())) or 'none'})"
+            )
+        namespace = vars(self.module)
+        namespace.update(self.original)
+        changed = {k for k, v in shape.items() if self.original.get(k, object()) != v}
+        for key, value in shape.items():
+            namespace[key] = value
+        derived = []
+        for name, code, reads in self.steps:
+            if name in shape or not (reads & changed):
+                continue
+            try:
+                namespace[name] = eval(code, namespace)  # the problem's own expression
+            except Exception as exc:
+                raise ProblemError(
+                    f"{self.file}: {name} is computed from {', '.join(sorted(reads & changed))}"
+                    f" and cannot be computed again for this shape ({exc}); set {name} too"
+                ) from None
+            changed.add(name)
+            derived.append(name)
+        return derived
+
+
+def _meta_elements(module: Any, sizes: ModuleSizes, shape: dict[str, Any]) -> int | None:
+    """Elements of a shape's inputs and the model's parameters, on the meta device (no
+    memory); None when the problem cannot be built there."""
+    try:
+        sizes.apply(shape)
+        with torch.device("meta"), torch.random.fork_rng(devices=[]):
+            inputs = list(module.get_inputs())
+            init: list[Any] = list(getattr(module, "get_init_inputs", lambda: [])())
+            model = module.Model(*init)
+        total = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+        return total + sum(p.numel() for p in model.parameters())
+    except Exception:
+        return None
+    finally:
+        sizes.apply({})
+
+
+def scaled_shapes(module: Any, sizes: ModuleSizes, budget: int) -> list[dict[str, Any]]:
+    """Shapes that fit ``budget`` elements: the largest sizes halved until they do (and a
+    second shape with the largest remaining size smaller still); [] when the upstream
+    sizes fit already or the problem cannot be measured."""
+    upstream = sizes.sizes()
+    if not upstream:
+        return []
+    first = _meta_elements(module, sizes, {})
+    if first is None or first <= budget:
+        return []
+    shape = dict(upstream)
+    for _ in range(64):
+        big = max(shape, key=lambda k: shape[k])
+        if shape[big] < MIN_SCALED:  # small sizes are structure (kernel sizes, strides)
+            break
+        shape[big] = max(1, shape[big] // 2)
+        count = _meta_elements(module, sizes, shape)
+        if count is None:
+            return []
+        if count <= budget:
+            break
+    keep = {k: v for k, v in shape.items() if v != upstream[k]}
+    top = max(keep, key=lambda k: keep[k]) if keep else None
+    shapes = [keep]
+    if top is not None and keep[top] >= MIN_SCALED:
+        second = dict(keep)
+        second[top] = max(1, (keep[top] * 3) // 4)
+        if _meta_elements(module, sizes, second) is not None:
+            shapes.append(second)
+    return shapes
+
+
+def load_kernelbench(file: Path) -> Problem:
+    with isolated_import_path([file.parent], ()):
+        module = import_file(file, "kernelbench")
+    for required in ("Model", "get_inputs"):
+        if not hasattr(module, required):
+            raise ProblemError(f"{file}: a KernelBench problem defines {required}")
+    get_init_inputs: Any = getattr(module, "get_init_inputs", lambda: [])
+    models: dict[str, Any] = {}
+    sizes = ModuleSizes(file, module, file.read_text())
+    scaled: dict[str, list[dict[str, Any]]] = {}
+
+    def apply_shape(shape: dict[str, Any]) -> None:
+        sizes.apply(shape)
+
+    def device_shapes(device: str) -> list[dict[str, Any]]:
+        kind = "cpu" if device == "cpu" else "cuda"
+        if kind not in scaled:
+            scaled[kind] = scaled_shapes(module, sizes, ELEMENT_BUDGET[kind]) or [{}]
+        return scaled[kind]
+
+    def shape_note(device: str) -> str:
+        shapes = device_shapes(device)
+        if shapes == [{}]:
+            return ""
+        upstream = sizes.sizes()
+        changed = sorted({k for s in shapes for k in s})
+        was = ", ".join(f"{k}={upstream[k]}" for k in changed)
+        return (
+            f"scaled down to fit the {device} (upstream {was}; --shapes bench for the "
+            "upstream sizes, or --shapes KEY=VALUE)"
+        )
+
+    def init(shape: dict[str, Any]) -> tuple[int, tuple[Any, ...]]:
+        apply_shape(shape)
+        return INIT_SEED, tuple(get_init_inputs())
+
+    def generate(seed: int, shape: dict[str, Any], device: str) -> Any:
+        apply_shape(shape)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            inputs = tuple(module.get_inputs())
+        return to_device(inputs, device)
+
+    def reference(inputs: Any, shape: dict[str, Any]) -> Any:
+        seed, args = init(shape)
+        device = next(
+            (t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu")
+        )
+        key = repr((args, str(device)))
+        model = models.get(key)
+        if model is None:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = module.Model(*args)
+            model = model.to(device)
+            models.clear()
+            models[key] = model
+        with torch.no_grad():
+            return model(*inputs)
+
+    return Problem(
+        name=file.stem,
+        path=file,
+        format="kernelbench",
+        shapes=[{}],
+        bench_shapes=[{}],
+        device_shapes=device_shapes,
+        shape_note=shape_note,
+        generate=generate,
+        reference=reference,
+        entry="ModelNew",
+        entry_kind="model",
+        forbidden=reference_ops(file.read_text()),
+        tolerance={
+            "float32": {"atol": 1e-4, "rtol": 1e-4},
+            "float16": {"atol": 1e-2, "rtol": 1e-2},
+            "bfloat16": {"atol": 1e-2, "rtol": 1e-2},
+        },
+        init=init,
+        description=(module.Model.__doc__ or "").strip(),
+    )

@@ -1,0 +1,9 @@
+"""How the parent starts, isolates, talks to and cleans up a worker.
+
+``sandbox.py`` (also run by path as the launcher, importing nothing of the harness) and
+``walls.py`` (loaded by path from the same folder) build the worker's namespaces and
+walls; ``sandboxrun.py`` is ``ctxkernel sandbox run``; ``templates.py`` the warm worker
+templates; ``workerenv.py`` the worker's environment; ``channel.py`` the private result
+channel; ``session.py`` ``WorkerSession`` and ``LocalSession``, what the rungs talk to;
+``cleanup.py`` the temp dirs and processes removed whatever ends a check.
+"""

@@ -1,0 +1,903 @@
+"""Sandbox: how a candidate's worker is cut off from every other process on the machine.
+
+Each worker starts through this file's launcher (``python -I -S sandbox.py``, stdlib only,
+run by path so it imports nothing of the harness) in the strongest mode the machine
+allows, probed once per process (``isolation()``):
+
+- ``userns``: new user, PID and mount namespaces. The worker is PID 2 of a PID namespace
+  of its own with its own ``/proc``: no other process is visible to it, so it cannot read
+  their environment, memory or open files. Its user id maps to itself; it holds
+  capabilities in the new user namespace only, minus those that could undo the isolation.
+- ``pidns``: PID and mount namespaces without a user namespace (root, where user
+  namespaces are refused), with the same capability drops.
+- ``none``: no namespace could be made (a container's seccomp profile, a user without
+  user namespaces). The parent then makes itself non-dumpable (``harden_parent``: its
+  ``/proc/<pid>/environ``, ``mem`` and ``fd`` need ``CAP_SYS_PTRACE``), and the worker
+  loses ``CAP_SYS_PTRACE``; other processes of the same user stay visible to it.
+
+``CTXKERNEL_ISOLATION=userns|pidns|none`` picks a mode instead of the probe (a GPU driver
+that misbehaves in a namespace can be told apart that way); a refused mode is an error.
+
+In every mode the launcher and the worker have ``PR_SET_PDEATHSIG(SIGKILL)``: they die with
+the thread that started them, whatever signal ended its process. In a namespace mode::
+
+    check (thread) -- launcher L -+- init C  (PID 1 of the namespace: mounts /proc, waits)
+                                  +- worker W (PID 2: execs the command)
+
+L waits for W and then exits the way W did (the same status or the same signal), so the
+parent's ``Popen`` sees the worker's own exit; it writes W's host PID to ``--pid-fd`` (the
+parent's memory watchdog reads that PID's RSS). When C exits the kernel kills whatever is
+left in the namespace; C exits when L is gone. The worker is never PID 1: the namespace's
+init ignores signals it has no handler for, which would change how a candidate dies.
+
+The same steps run without an exec for a worker forked from a warm template
+(``harness/worker/zygote.py``): ``run_isolated`` is called in the template's forked child (single
+threaded, so ``unshare`` of a user namespace is allowed) and the worker branch returns
+into Python instead of exec'ing. An exec would have recomputed the capabilities; without
+one ``drop_live_caps`` does what it would have done (none left for a non-root user id,
+the bounding set's for root).
+
+Private temp folders: in a namespace mode the worker also gets a fresh tmpfs on ``/tmp``,
+``/var/tmp`` and ``/dev/shm`` (its mount namespace only), with the paths it needs under
+them bound back in (its check's temp root, the problem, the harness): a file one
+candidate leaves in a shared temp folder is not there for the next, and no sibling's
+working directory is visible.
+"""
+
+from __future__ import annotations
+
+# The launcher runs this file for every worker: it imports only what starts in a few
+# milliseconds (no dataclasses, json, pathlib, typing or the enum-based ``signal``);
+# the parent's helpers import the rest when they are called.
+import _signal
+import ctypes
+import os
+import resource
+import sys
+from _collections_abc import Callable, Sequence  # already loaded by os: no import cost
+
+try:  # imported as harness.process.sandbox
+    from . import walls
+except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the sibling
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "ctxkernel_walls", os.path.join(os.path.dirname(os.path.realpath(__file__)), "walls.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    walls = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(walls)
+
+MODES = ("userns", "pidns", "none")
+ALL_WALLS = ("net", "dev", "ro")  # the namespace-mode walls the probe can find refused
+ENV_MODE = "CTXKERNEL_ISOLATION"
+LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the worker
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 1 << 18
+_PR_SET_PDEATHSIG = 1
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_READ = 23
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAP_VERSION_3 = 0x20080522
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+PRIVATE_TMP_OPTIONS = b"mode=1777,size=1g"
+# Capabilities the worker never keeps: mounting (and unmounting our /proc), ptrace and
+# process_vm_readv, raw I/O (/proc/kcore, /dev/mem), modules, BPF and perf (both read
+# other processes' memory), open_by_handle_at, device nodes, kexec, kernel pointers.
+_DROPPED_CAPS = {
+    "CAP_DAC_READ_SEARCH": 2,
+    "CAP_SYS_MODULE": 16,
+    "CAP_SYS_RAWIO": 17,
+    "CAP_SYS_PTRACE": 19,
+    "CAP_SYS_ADMIN": 21,
+    "CAP_SYS_BOOT": 22,
+    "CAP_MKNOD": 27,
+    "CAP_SYSLOG": 34,
+    "CAP_PERFMON": 38,
+    "CAP_BPF": 39,
+    "CAP_CHECKPOINT_RESTORE": 40,
+}
+_SYS_ADMIN = 21
+_SIGKILL = 9
+_LAUNCHER = os.path.realpath(__file__)
+_libc_handle: ctypes.CDLL | None = None
+
+
+# -- the parent's side ---------------------------------------------------------------------
+
+
+class Isolation:
+    """The mode workers of this process run in, and why a stronger one was not used."""
+
+    def __init__(
+        self,
+        mode: str,
+        available: tuple[str, ...] = (),
+        why: str = "",
+        forced: bool = False,
+        private_tmp: bool = False,
+        landlock: int = 0,
+        seccomp: bool = False,
+        walls: tuple[str, ...] = (),
+    ) -> None:
+        self.mode = mode
+        self.available = available
+        self.why = why  # what refused the namespaces (the probe's errors), when mode is none
+        self.forced = forced
+        self.private_tmp = private_tmp and mode != "none"
+        self.landlock = landlock  # the kernel's landlock ABI (0: none)
+        self.seccomp = seccomp
+        # the walls the probe could build in this mode: "net", "dev", "ro" (walls.py)
+        self.walls = walls if mode != "none" else ()
+
+    def layers(self) -> dict[str, object]:
+        """The walls a worker of this mode gets (``walls.py``), by name."""
+        walled = self.private_tmp
+        return {
+            "pid_namespace": self.namespaces,
+            "network_namespace": "net" in self.walls,
+            "read_only_world": walled and "ro" in self.walls,
+            "device_only_dev": walled and "dev" in self.walls,
+            "private_tmp": walled,
+            "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
+            "seccomp": "on" if self.seccomp else "unavailable on this architecture",
+            "subreaper": not self.namespaces,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Isolation({self.mode!r}, available={self.available!r}, why={self.why!r}, "
+            f"private_tmp={self.private_tmp!r})"
+        )
+
+    @property
+    def namespaces(self) -> bool:
+        return self.mode != "none"
+
+    def profiler_mode(self) -> str:
+        """The mode for a worker run under a profiler (ncu): the GPU driver lets only a
+        process with ``CAP_SYS_ADMIN`` in the first user namespace read its counters, so
+        a root parent uses ``pidns`` and keeps that one capability."""
+        if os.geteuid() == 0 and "pidns" in self.available:
+            return "pidns"
+        return self.mode
+
+    def as_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {
+            "mode": self.mode,
+            "pid_namespace": self.namespaces,
+            "private_tmp": self.private_tmp,
+        }
+        if self.why:
+            doc["why"] = self.why
+        if self.forced:
+            doc["forced"] = f"{ENV_MODE}={self.mode}"
+        doc["layers"] = self.layers()
+        return doc
+
+
+class SandboxError(RuntimeError):
+    """The mode asked for with ``CTXKERNEL_ISOLATION`` cannot be used on this machine."""
+
+
+_isolation: Isolation | None = None
+
+
+def isolation() -> Isolation:
+    """Probe once which namespaces this machine lets us make (one short-lived process)."""
+    global _isolation
+    if _isolation is None:
+        _isolation = _decide()
+    return _isolation
+
+
+def _decide() -> Isolation:
+    wanted = os.environ.get(ENV_MODE, "").strip().lower() or "auto"
+    if wanted not in (*MODES, "auto"):
+        raise SandboxError(f"{ENV_MODE}={wanted!r}: expected one of auto, {', '.join(MODES)}")
+    available, errors = probe()
+    private = set(_private_tmp_modes)
+    kernel = {"landlock": _probed.get("landlock", 0), "seccomp": _probed.get("seccomp", False)}
+    found = dict(_probed.get("walls") or {})  # type: ignore[call-overload]
+
+    def walls_of(mode: str) -> tuple[str, ...]:
+        return tuple(str(w) for w in found.get(mode, ()))
+
+    if wanted == "none":
+        return Isolation("none", (), f"{ENV_MODE}=none", forced=True, **kernel)  # type: ignore[arg-type]
+    if wanted != "auto":
+        if wanted not in available:
+            raise SandboxError(
+                f"{ENV_MODE}={wanted}: this machine refuses it ({errors.get(wanted, 'not tried')})"
+            )
+        return Isolation(
+            wanted,
+            available,
+            forced=True,
+            private_tmp=wanted in private,
+            walls=walls_of(wanted),
+            **kernel,  # type: ignore[arg-type]
+        )
+    if available:
+        best = available[0]
+        return Isolation(
+            best,
+            available,
+            private_tmp=best in private,
+            walls=walls_of(best),
+            **kernel,  # type: ignore[arg-type]
+        )
+    why = "; ".join(f"{m}: {e}" for m, e in errors.items())
+    return Isolation("none", available, why, **kernel)  # type: ignore[arg-type]
+
+
+_private_tmp_modes: list[str] = []  # the modes whose probe could mount a private /tmp
+_probed: dict[str, object] = {}  # the kernel's landlock ABI and seccomp, from the probe
+
+
+def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Which namespace modes work here, and the error of each that does not."""
+    import json
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", _LAUNCHER, "--probe"],
+            capture_output=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        doc = json.loads(done.stdout.decode() or "{}")
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return (), {"probe": f"{type(exc).__name__}: {exc}"}
+    available = tuple(m for m in doc.get("available", []) if m in MODES)
+    _private_tmp_modes[:] = [m for m in doc.get("private_tmp", []) if m in available]
+    _probed["landlock"] = int(doc.get("landlock") or 0)
+    _probed["walls"] = dict(doc.get("walls") or {})
+    _probed["seccomp"] = bool(doc.get("seccomp"))
+    return available, {str(k): str(v) for k, v in dict(doc.get("errors", {})).items()}
+
+
+def command(
+    mode: str,
+    argv: list[str],
+    pid_fd: int,
+    keep_admin: bool = False,
+    python: str | None = None,
+    keep_paths: list[str] | None = None,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
+) -> list[str]:
+    """The launcher's command line that runs ``argv`` isolated in ``mode``; with
+    ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
+    paths bound back in; with ``writable`` (the worker's own folder) the walls of
+    ``enter_worker`` go up, ``hidden`` folders covered, sockets left alone for a
+    ``profiler``."""
+    cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
+    cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
+    if keep_admin:
+        cmd.append("--keep-admin")
+    for path in keep_paths if keep_paths is not None and mode != "none" else ():
+        cmd += ["--keep", path]
+    if keep_paths is not None and mode != "none":
+        cmd.append("--private-tmp")
+    if mode != "none":
+        cmd += ["--walls", ",".join(walls_on) or "-"]
+    if writable:
+        cmd += ["--writable", writable]
+        for path in hidden or ():
+            cmd += ["--hide", path]
+        if profiler:
+            cmd.append("--profiler")
+    return [*cmd, "--", *argv]
+
+
+def worker_paths(*extra: object) -> list[str]:
+    """What a worker must see under a private temp folder: ``extra`` (its check's temp
+    root, the problem), the harness, the interpreter, and this process's module paths."""
+    paths = [str(p) for p in extra if p]
+    paths.append(os.path.dirname(os.path.dirname(_LAUNCHER)))
+    paths += [sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths += [p for p in sys.path if p and os.path.isabs(p)]
+    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
+
+
+def parent_folders() -> list[str]:
+    """The folders this process keeps for itself, out of every worker's view: run records
+    (with the agent's state), caches (check-server sockets, reference times, ceilings),
+    the user's configuration."""
+    from ..paths import cache_dir, check_server_dir, config_dir, default_runs_dir
+
+    found = []
+    for path in (default_runs_dir(), cache_dir(), config_dir(), check_server_dir()):
+        try:
+            found.append(os.path.realpath(path))
+        except OSError:
+            continue
+    return list(dict.fromkeys(found))
+
+
+def read_pid(fd: int, timeout_s: float) -> int | None:
+    """The worker's host PID as the launcher reports it; None when the launcher died first."""
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 32)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    try:
+        return int(data.decode().strip())
+    except ValueError:
+        return None
+
+
+def harden_parent() -> bool:
+    """Make this process non-dumpable: its environment, memory and open files under
+    ``/proc/<pid>`` are then out of reach of a worker without ``CAP_SYS_PTRACE``."""
+    try:
+        return _prctl(_PR_SET_DUMPABLE, 0) == 0
+    except OSError:
+        return False
+
+
+def die_with_parent(sig: int = _SIGKILL) -> None:
+    """``PR_SET_PDEATHSIG`` for this process (a pool slot calls it first thing)."""
+    try:
+        _libc().prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except OSError:
+        pass
+
+
+# -- the launcher ----------------------------------------------------------------------------
+
+
+def _libc() -> ctypes.CDLL:
+    global _libc_handle
+    if _libc_handle is None:
+        _libc_handle = ctypes.CDLL(None, use_errno=True)
+    return _libc_handle
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _prctl(option: int, arg: int) -> int:
+    return int(_libc().prctl(option, arg, 0, 0, 0))
+
+
+def _unshare(mode: str, net: bool = True) -> None:
+    """New PID and mount namespaces, a network one with ``net`` (loopback up) and a user
+    one in ``userns`` mode; our own ids mapped, mounts private."""
+    flags = _CLONE_NEWPID | _CLONE_NEWNS | (_CLONE_NEWNET if net else 0)
+    flags |= _CLONE_NEWUSER if mode == "userns" else 0
+    uid, gid = os.geteuid(), os.getegid()
+    names = "CLONE_NEWUSER|" if mode == "userns" else ""
+    names += "CLONE_NEWPID|CLONE_NEWNS" + ("|CLONE_NEWNET" if net else "")
+    _check(_libc().unshare(flags), f"unshare({names})")
+    if mode == "userns":  # map our own ids (the one mapping a process may write for itself)
+        # A non-dumpable process's /proc/self belongs to root, so a non-root user could not
+        # write its own maps (a warm template is non-dumpable, and its forks inherit that):
+        # dumpable for the three writes, as before after them.
+        was = _prctl(_PR_GET_DUMPABLE, 0)
+        if was != 1:
+            _prctl(_PR_SET_DUMPABLE, 1)
+        try:
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        finally:
+            if was != 1:
+                _prctl(_PR_SET_DUMPABLE, 0)
+    libc = _libc()
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    if net:
+        walls.loopback_up()
+
+
+def _mount_proc() -> None:
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _check(_libc().mount(b"proc", b"/proc", b"proc", flags, None), "mount -t proc proc /proc")
+
+
+def _drop_caps(keep_admin: bool) -> None:
+    """Drop the dangerous capabilities from the bounding set (what an exec'd root may
+    hold); needs CAP_SETPCAP, which a non-root process without a namespace lacks and
+    does not need: it holds no capability anyway."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 40
+    for cap in _DROPPED_CAPS.values():
+        if cap <= last and not (keep_admin and cap == _SYS_ADMIN):
+            _prctl(_PR_CAPBSET_DROP, cap)
+
+
+def _close_fds(keep: set[int]) -> None:
+    start = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        if fd > start:
+            os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, 1 << 20)
+
+
+def _report_pid(fd: int, pid: int) -> None:
+    try:
+        os.write(fd, str(pid).encode())
+    except OSError:
+        pass  # the parent stopped listening; the worker still runs
+    os.close(fd)
+
+
+def _caps_mask(read_bounding: bool) -> int:
+    """The bounding set as a bit mask (what an exec'd root keeps)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 40
+    mask = 0
+    for cap in range(last + 1):
+        if not read_bounding or _prctl(_PR_CAPBSET_READ, cap) == 1:
+            mask |= 1 << cap
+    return mask
+
+
+def _capset(mask: int) -> None:
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    lo, hi = mask & 0xFFFFFFFF, (mask >> 32) & 0xFFFFFFFF
+    data = (ctypes.c_uint32 * 6)(lo, lo, 0, hi, hi, 0)  # effective, permitted, inheritable
+    _check(int(_libc().capset(header, data)), "capset")
+
+
+def drop_live_caps() -> None:
+    """What an exec would do to the capabilities (no file capabilities, no ambient set):
+    none for a non-root user id, the bounding set's for root. For a worker that is not
+    exec'd (forked from a template)."""
+    try:
+        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError:
+        pass
+    mask = _caps_mask(read_bounding=True) if os.geteuid() == 0 else 0
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("CapPrm:"):
+                mask &= int(line.split()[1], 16)
+    _capset(mask)
+
+
+def _private_tmp(keep: list[str]) -> None:
+    """A fresh tmpfs on each shared temp folder, with the ``keep`` paths under it bound
+    back in (opened first, as O_PATH descriptors, then bound from ``/proc/self/fd``)."""
+    libc = _libc()
+    done: set[str] = set()
+    for folder in PRIVATE_TMP:
+        if not os.path.isdir(folder):
+            continue
+        real = os.path.realpath(folder)
+        if real in done:
+            continue
+        done.add(real)
+        wanted = [os.path.realpath(p) for p in keep]
+        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in wanted):
+            continue  # a kept path holds the whole folder
+        inside = sorted({p for p in wanted if p.startswith(real.rstrip("/") + "/")})
+        inside = [p for p in inside if not any(p.startswith(q + "/") for q in inside)]
+        held = []
+        for path in inside:
+            try:
+                held.append((path, os.open(path, _O_PATH), os.path.isdir(path)))
+            except OSError:
+                continue
+        flags = _MS_NOSUID | _MS_NODEV
+        _check(
+            libc.mount(b"tmpfs", real.encode(), b"tmpfs", flags, PRIVATE_TMP_OPTIONS),
+            f"mount -t tmpfs tmpfs {real}",
+        )
+        for path, fd, is_dir in held:
+            if is_dir:
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            source = f"/proc/self/fd/{fd}".encode()
+            _check(
+                libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), f"bind {path}"
+            )
+            os.close(fd)
+
+
+def enter_worker(
+    mode: str,
+    keep_admin: bool,
+    keep_paths: list[str] | None,
+    exec_follows: bool,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
+) -> None:
+    """The worker's last steps before it runs. Namespace modes: private temp folders
+    (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
+    folders (``hidden``) covered, the whole tree read-only but ``writable`` and the
+    private temp folders. Every mode: capabilities dropped (the bounding set; the live
+    ones too when no exec follows), no new privileges, landlock (writes only beneath
+    ``writable``), the seccomp filter (its socket rules left out for a ``profiler``),
+    default SIGPIPE/SIGXFSZ. A wall the kernel refuses raises ``OSError``: the worker
+    does not start without it."""
+    devices: list[str] = []
+    own: list[str] = [writable] if writable else []
+    if mode != "none" and keep_paths is not None:
+        _private_tmp(keep_paths)
+        own += [p for p in PRIVATE_TMP if os.path.isdir(p)]
+        devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
+        walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
+        if "ro" in walls_on:
+            walls.read_only_world(own)
+        try:  # the working directory, resolved again: through the new (writable) mounts
+            os.chdir(os.getcwd())
+        except OSError:
+            pass
+    elif writable:
+        devices = walls._device_nodes()
+    _drop_caps(keep_admin)
+    if not exec_follows:
+        drop_live_caps()
+        if mode != "none":
+            _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if writable:
+        walls.landlock(own, devices)
+        walls.seccomp(network=not profiler)
+    for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
+        if hasattr(_signal, name):
+            _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _holds(outer: str, paths: list[str]) -> bool:
+    """Whether ``outer`` is or contains one of ``paths`` (never hide what must be seen)."""
+    real = os.path.realpath(outer).rstrip("/") + "/"
+    return any((os.path.realpath(p).rstrip("/") + "/").startswith(real) for p in paths)
+
+
+def _exec(argv: list[str]) -> None:
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        sys.stderr.write(f"ctxkernel sandbox: cannot run {argv[0]}: {exc}\n")
+    os._exit(127)
+
+
+def _exit_like(status: int) -> None:
+    """End this process the way a child with wait status ``status`` ended."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        _signal.signal(sig, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+_fail_hook: Callable[[str], None] | None = None  # run_isolated's on_fail
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"ctxkernel sandbox: {message}\n")
+    sys.stderr.flush()
+    if _fail_hook is not None:
+        try:
+            _fail_hook(message)
+        except OSError:
+            pass
+    os._exit(LAUNCH_FAILED)
+
+
+def launch(
+    mode: str,
+    parent: int,
+    pid_fd: int,
+    keep_admin: bool,
+    argv: list[str],
+    keep_paths: list[str] | None = None,
+    writable: str | None = None,
+    hidden: list[str] | None = None,
+    profiler: bool = False,
+    walls_on: Sequence[str] = ALL_WALLS,
+) -> None:
+    _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+    if os.getppid() != parent:  # the check died before the line above
+        os._exit(LAUNCH_FAILED)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def become() -> None:
+        os.close(pid_fd)
+        enter_worker(mode, keep_admin, keep_paths, True, writable, hidden, profiler, walls_on)
+        _exec(argv)
+
+    run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become, net="net" in walls_on)
+
+
+def run_isolated(
+    mode: str,
+    report: Callable[[int], None],
+    become_worker: Callable[[], None],
+    keep_fds: tuple[int, ...] = (),
+    on_exit: Callable[[int], None] | None = None,
+    on_fail: Callable[[str], None] | None = None,
+    net: bool = True,
+) -> None:
+    """From a single-threaded process: make ``mode``'s namespaces, fork the init and the
+    worker (which runs ``become_worker``: it must exec or end the process), report the
+    worker's PID, wait for it, then end this process the way it ended (``on_exit`` sees
+    its wait status first; ``on_fail`` the message when the namespaces cannot be made).
+    In ``none`` mode only the worker is forked, and this process adopts and kills every
+    descendant it leaves behind (a subreaper: no PID namespace does it). Never returns."""
+    global _fail_hook
+    _fail_hook = on_fail
+    life_w = -1
+    init = 0
+    if mode == "none":
+        walls.become_subreaper()
+    else:
+        try:
+            _unshare(mode, net)
+        except OSError as exc:
+            _fail(str(exc.strerror or exc))
+        life_r, life_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        init = os.fork()
+        if init == 0:
+            _init(life_r, life_w, ready_r, ready_w)
+        os.close(life_r)
+        os.close(ready_w)
+        answer = os.read(ready_r, 4096)
+        os.close(ready_r)
+        if answer != b"ok":
+            os.waitpid(init, 0)
+            _fail(answer.decode(errors="replace") or "the namespace's init died")
+    me = os.getpid()
+    worker = os.fork()
+    if worker == 0:
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+        # our parent: outside the namespace (0) unless it died; in none mode, this process
+        if os.getppid() != (0 if mode != "none" else me):
+            os._exit(LAUNCH_FAILED)
+        if life_w >= 0:
+            os.close(life_w)
+        try:
+            become_worker()
+        except BaseException as exc:  # a worker that could not start says why
+            try:
+                sys.stderr.write(f"ctxkernel sandbox: the worker could not start: {exc!r}\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(LAUNCH_FAILED)
+        os._exit(0)
+    report(worker)
+    # the worker's channel ends: the parent must see EOF when it dies
+    _close_fds({fd for fd in (life_w, *keep_fds) if fd >= 0})
+    while True:
+        try:
+            _, status = os.waitpid(worker, 0)
+            break
+        except InterruptedError:
+            continue
+    if life_w >= 0:
+        os.close(life_w)  # init exits; the kernel kills whatever the worker left behind
+        os.waitpid(init, 0)
+    else:
+        walls.reap_all(me)
+    if on_exit is not None:
+        on_exit(status)
+    _exit_like(status)
+
+
+def _init(life_r: int, life_w: int, ready_r: int, ready_w: int) -> None:
+    """PID 1 of the namespace: mount its /proc, then wait until the launcher is gone."""
+    try:
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+        os.close(life_w)
+        os.close(ready_r)
+        _mount_proc()
+        _prctl(_PR_SET_DUMPABLE, 0)
+        _close_fds({life_r, ready_w})
+        os.write(ready_w, b"ok")
+        os.close(ready_w)
+    except OSError as exc:
+        try:
+            os.write(ready_w, str(exc.strerror or exc).encode())
+        finally:
+            os._exit(1)
+    while True:
+        try:
+            if not os.read(life_r, 64):
+                os._exit(0)
+        except InterruptedError:
+            continue
+        except OSError:
+            os._exit(0)
+
+
+def _probe_mode(mode: str, net: bool) -> dict[str, object]:
+    """What ``mode`` gives here: ``{"error": ...}`` when its namespaces cannot be made (with
+    a network namespace when ``net``), else which walls its worker can have: ``private``
+    temp folders, a device-only ``dev``, a read-only tree (``ro``)."""
+    import json
+
+    rd, wr = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(rd)
+        doc: dict[str, object] = {}
+        try:
+            _unshare(mode, net)
+            init = os.fork()
+            if init == 0:
+                found: dict[str, object] = {}
+                try:
+                    _mount_proc()
+                    if os.getpid() != 1 or not os.path.isfile("/proc/self/status"):
+                        found["error"] = "the namespace's /proc is not its own"
+                except OSError:
+                    found["error"] = "mount -t proc proc /proc: refused"
+                if "error" not in found:
+                    for wall, build in (
+                        ("private", lambda: _private_tmp([])),
+                        ("dev", walls.minimal_dev),
+                        ("ro", lambda: walls.read_only_world(["/tmp"])),
+                    ):
+                        try:
+                            build()
+                            found[wall] = True
+                        except OSError as exc:
+                            found[wall] = False
+                            found[f"{wall}_error"] = str(exc)
+                            if wall == "private":
+                                break
+                os.write(wr, json.dumps(found).encode())
+                os._exit(0)
+            os.waitpid(init, 0)
+        except OSError as exc:
+            doc = {"error": str(exc.strerror or exc)}
+            os.write(wr, json.dumps(doc).encode())
+        os._exit(0)
+    os.close(wr)
+    chunks = []
+    while chunk := os.read(rd, 4096):
+        chunks.append(chunk)
+    os.close(rd)
+    os.waitpid(child, 0)
+    try:
+        got = json.loads(b"".join(chunks).decode(errors="replace") or "{}")
+    except ValueError:
+        got = {}
+    if not got:
+        got = {"error": "the namespace's init died"}
+    got["net"] = net and "error" not in got
+    return dict(got)
+
+
+def _probe() -> None:
+    available: list[str] = []
+    private: list[str] = []
+    errors: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
+    for mode in ("userns", "pidns"):
+        if mode == "pidns" and os.geteuid() != 0:
+            errors[mode] = "needs root"
+            continue
+        got = _probe_mode(mode, net=True)
+        if "error" in got:  # a machine that makes the other namespaces but not a network one
+            got = _probe_mode(mode, net=False)
+        if "error" in got:
+            errors[mode] = str(got["error"])
+            continue
+        available.append(mode)
+        if got.get("private"):
+            private.append(mode)
+        found[mode] = [w for w in ("net", "dev", "ro") if got.get(w)]
+        refused = [f"{w}: {got[w + '_error']}" for w in ("dev", "ro") if f"{w}_error" in got]
+        if refused:
+            errors[f"{mode} walls"] = "; ".join(refused)
+    import json
+
+    doc = {
+        "available": available,
+        "errors": errors,
+        "private_tmp": private,
+        "walls": found,
+        "landlock": walls.landlock_abi(),
+        "seccomp": walls.seccomp_supported(),
+    }
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"]:
+        _probe()
+        return 0
+    try:
+        split = argv.index("--")
+    except ValueError:
+        _fail(
+            "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
+            "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler]] "
+            "-- CMD..."
+        )
+    opts, cmd = argv[:split], argv[split + 1 :]
+    values: dict[str, str] = {}
+    keep: list[str] = []
+    hidden: list[str] = []
+    walls_on: list[str] = list(ALL_WALLS)
+    rest = list(opts)
+    while rest:
+        key = rest.pop(0)
+        if key in ("--keep-admin", "--private-tmp", "--profiler") or not rest:
+            values[key] = "1"
+        elif key == "--keep":
+            keep.append(rest.pop(0))
+        elif key == "--hide":
+            hidden.append(rest.pop(0))
+        elif key == "--walls":
+            walls_on[:] = [w for w in rest.pop(0).split(",") if w in ALL_WALLS]
+        else:
+            values[key] = rest.pop(0)
+    mode = values.get("--mode", "")
+    if mode not in MODES or not cmd:
+        _fail(f"bad arguments {opts!r}")
+    try:
+        parent, pid_fd = int(values["--parent"]), int(values["--pid-fd"])
+        private = keep if "--private-tmp" in values else None
+        launch(
+            mode,
+            parent,
+            pid_fd,
+            "--keep-admin" in values,
+            cmd,
+            private,
+            values.get("--writable"),
+            hidden,
+            "--profiler" in values,
+            walls_on,
+        )
+    except (KeyError, ValueError) as exc:
+        _fail(f"bad arguments {opts!r}: {exc}")
+    except OSError as exc:
+        _fail(str(exc))
+    return LAUNCH_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

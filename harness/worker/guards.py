@@ -1,0 +1,846 @@
+"""Runtime guards installed in the worker before the candidate is imported.
+
+- ``install_audit_guard``: a ``sys.addaudithook`` policy, active while candidate code runs:
+  no subprocess except an allowlist of compilers, no fork/exec/system, no thread creation
+  (audit events where Python has them, wrappers around ``_thread``/``threading`` where it
+  does not), no writes outside the worker's temp dir, no network, no new audit hooks, no
+  ``__code__`` swaps; frame walking, ``gc`` object discovery, ``exec``/``compile`` and new
+  code or function objects are refused when the candidate's own code asks for them
+  directly. Violations are recorded even when the candidate catches the exception.
+  PyTorch's own compile machinery (``torch.compile``: dynamo, inductor, its progress bars)
+  runs inside candidate calls and starts threads, probes the C++ toolchain with a Python
+  subprocess and installs tracing hooks: the guard tells it apart by the code that asks
+  -- the nearest frame outside the standard library that belongs to the installed
+  ``torch`` package -- and allows exactly those (``torch_owned``); the threads it starts
+  are not "left running" by the candidate.
+- ``IdentitySnapshot``: the identity of critical functions (timers, validators, the
+  reference's building blocks, harness internals, ``sys.modules`` entries); checked after
+  import and after every call so a monkeypatch is reported by name.
+- ``OpRecorder``: a TorchDispatchMode + TorchFunctionMode pair that records the ATen ops
+  (with the time spent in each) and torch functions a call makes, so a forbidden library
+  op is caught at run time. ``torch.compile`` keeps working under it: the dispatch mode
+  asks to be left out of compilation (``ignore_compile_internals``) and is back on while
+  the compiled code runs, and the function mode records nothing while dynamo traces.
+- ``ProcessState``: live thread count and signal handlers, to catch work left running.
+
+An in-process guard cannot be perfect against code that shares the process; the parent's
+checks (reference in another process, inputs and outputs compared there) are the primary
+defence and these are the second line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import site
+import sys
+import sysconfig
+import threading
+import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import backends
+
+ALLOWED_PROGRAMS = frozenset(
+    {
+        "ptxas",
+        "nvcc",
+        "nvdisasm",
+        "cuobjdump",
+        "nvlink",
+        "fatbinary",
+        "cicc",
+        "ninja",
+        "c++",
+        "g++",
+        "gcc",
+        "cc",
+        "clang",
+        "clang++",
+        "ld",
+        "as",
+        "ldconfig",
+        "which",
+        "file",  # platform.architecture() runs it (seen under triton 3.6 on an H200)
+        "uname",
+        "x86_64-linux-gnu-gcc",
+        "x86_64-linux-gnu-g++",
+        "aarch64-linux-gnu-gcc",
+        "aarch64-linux-gnu-g++",
+    }
+)
+_VERSION_SUFFIX = re.compile(r"^(.*?)(-\d+(\.\d+)*)?$")
+
+WRITE_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.symlink": (1,),
+    "os.link": (1,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
+_INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
+# packages whose frames are skipped when looking for who asked (torch's progress bars)
+_HELPER_PACKAGES = ("tqdm",)
+# events PyTorch's compile machinery may raise from its own frames
+_TORCH_HOOK_EVENTS = frozenset(
+    {"sys.addaudithook", "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback"}
+)
+
+
+def _site_dirs() -> tuple[str, ...]:
+    dirs = set()
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    for key in ("purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    dirs = {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")}
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+def _package_dir(name: str) -> str | None:
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return os.path.realpath(os.path.dirname(path)) + os.sep if path else None
+
+
+def thread_target_file(function: Any) -> str:
+    """The file of the code a new thread will run: a ``threading.Thread``'s target (its
+    ``_bootstrap`` is what reaches ``_thread``), else the function itself."""
+    owner = getattr(function, "__self__", None)
+    target = getattr(owner, "_target", None) if isinstance(owner, threading.Thread) else None
+    target = target if target is not None else function
+    target = getattr(target, "func", target)  # functools.partial
+    code = getattr(target, "__code__", None) or getattr(
+        getattr(target, "__func__", None), "__code__", None
+    )
+    return str(code.co_filename) if code is not None else ""
+
+
+class HarnessGuardError(PermissionError):
+    """Raised inside the candidate when a guard refuses an operation."""
+
+
+@dataclass
+class Violation:
+    kind: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+@dataclass
+class AuditGuard:
+    """Handle on the installed hook: switch it on around candidate code, read violations."""
+
+    activate: Callable[[], None]
+    deactivate: Callable[[], None]
+    take_violations: Callable[[], list[Violation]]
+    is_active: Callable[[], bool]
+    owned_threads: set[int] = field(default_factory=set)  # idents of threads torch started
+
+
+def program_name(path: Any) -> str:
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    base = os.path.basename(text.strip())
+    match = _VERSION_SUFFIX.match(base)
+    return match.group(1) if match else base
+
+
+def install_audit_guard(
+    workdir: str,
+    allowed_programs: Iterable[str] | None = None,
+    code_rewriters: Iterable[str] | None = None,
+) -> AuditGuard:
+    """Install the audit hook (permanently: audit hooks cannot be removed) and return its handle.
+
+    ``allowed_programs``: what may run (default: the compilers plus what the backends
+    declare); ``code_rewriters``: path fragments of kernel-DSL compilers whose frames may
+    swap a ``__code__`` (default: the backends'). State lives in this closure, not in
+    module globals, so the candidate cannot flip it through ``sys.modules``.
+    """
+    root = os.path.realpath(workdir)
+    allowed = frozenset(
+        allowed_programs
+        if allowed_programs is not None
+        else ALLOWED_PROGRAMS | backends.allowed_programs()
+    )
+    rewriters = tuple(code_rewriters if code_rewriters is not None else backends.code_rewriters())
+    state = {"active": False, "busy": False, "torch_thread": False}
+    violations: list[Violation] = []
+    seen: set[str] = set()
+    owned_threads: set[int] = set()
+    getframe = sys._getframe
+    realpath = os.path.realpath
+    fspath = os.fsdecode
+    start_new_thread_names = ("_thread.start_new_thread", "_thread.start_joinable_thread")
+    stdlib = _stdlib_dirs()
+    site_dirs = _site_dirs()
+    torch_dir = _package_dir("torch")
+    helpers = tuple(d for d in (_package_dir(n) for n in _HELPER_PACKAGES) if d)
+    this_file = os.path.realpath(__file__)
+    python_names = {program_name(sys.executable), "python", "python3"}
+    # what inductor runs itself: a Python probe of the toolchain, openssl to hash headers
+    torch_programs = python_names | {"openssl"}
+    real_paths: dict[str, str] = {}
+
+    def record(kind: str, message: str) -> None:
+        if message not in seen and len(violations) < 64:
+            seen.add(message)
+            violations.append(Violation(kind, message))
+
+    def refuse(kind: str, message: str) -> None:
+        record(kind, message)
+        raise HarnessGuardError(f"ctxkernel harness: {message}")
+
+    def inside(path: Any) -> bool:
+        if isinstance(path, int):
+            return True
+        try:
+            text = fspath(path)
+        except TypeError:
+            return True
+        full = realpath(text)
+        if full == root or full.startswith(root + os.sep):
+            return True
+        return any(full == dev or full.startswith(dev) for dev in _WRITABLE_DEVICES)
+
+    def candidate_frame(depth: int) -> bool:
+        """Whether the code that triggered the event is the candidate's own (or reached
+        it through ``inspect``)."""
+        frame: types.FrameType | None
+        try:
+            frame = getframe(3)  # 0 this, 1 _check, 2 hook, 3 the code that raised the event
+        except ValueError:
+            return False
+        for level in range(depth):
+            if frame is None:
+                return False
+            filename = frame.f_code.co_filename
+            if filename.startswith(root + os.sep):
+                return True
+            if level == 0 and not filename.endswith(_INDIRECT_FRAME_MODULES):
+                return False
+            frame = frame.f_back
+        return False
+
+    def real(filename: str) -> str:
+        path = real_paths.get(filename)
+        if path is None:
+            path = realpath(filename) if not filename.startswith("<") else filename
+            if len(real_paths) < 4096:
+                real_paths[filename] = path
+        return path
+
+    def asker(start: types.FrameType | None) -> str:
+        """The file of the code that asked: the nearest frame from ``start`` up that is not
+        the standard library, this module or a helper package (``tqdm``)."""
+        frame = start
+        for _ in range(64):
+            if frame is None:
+                return ""
+            filename = frame.f_code.co_filename
+            path = real(filename)
+            skip = (
+                filename.startswith("<frozen")
+                or path == this_file
+                or path.startswith(helpers)
+                or (path.startswith(stdlib) and not path.startswith(site_dirs))
+            )
+            if not skip:
+                return path
+            frame = frame.f_back
+        return ""
+
+    def torch_owned(start: types.FrameType | None, under: str = "") -> bool:
+        """Whether PyTorch's own code (``under``: one of its subpackages) asked, not the
+        candidate's: the candidate cannot create frames of another file (new code objects
+        are refused from its frames)."""
+        if torch_dir is None:
+            return False
+        path = asker(start)
+        return path.startswith(torch_dir + under) and not path.startswith(root + os.sep)
+
+    def dsl_frame() -> bool:
+        """Whether a ``__code__`` swap comes from a kernel DSL's own compiler (CuTeDSL
+        rewrites the ``@cute.jit`` function it compiles); the identity snapshot still
+        reports a critical function whose code changed, whoever changed it."""
+        frame: types.FrameType | None
+        try:
+            frame = getframe(3)
+        except ValueError:
+            return False
+        filename = frame.f_code.co_filename if frame is not None else ""
+        return any(part in filename for part in rewriters)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if not state["active"] or state["busy"]:
+            return
+        state["busy"] = True
+        try:
+            _check(event, args)
+        finally:
+            state["busy"] = False
+
+    def _check(event: str, args: tuple[Any, ...]) -> None:
+        if event == "open":
+            path, mode, flags = ([*list(args), None, None, None])[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and mode is None and bool(flags & _WRITE_FLAGS)
+            )
+            if writing and path is not None and not inside(path):
+                refuse(
+                    "write",
+                    f"writing outside the worker's temp dir is not allowed ({fspath(path)!s})",
+                )
+            return
+        if event in WRITE_EVENTS:
+            for index in WRITE_EVENTS[event]:
+                if index < len(args) and args[index] is not None and not inside(args[index]):
+                    refuse(
+                        "write",
+                        f"{event} outside the worker's temp dir is not allowed ({args[index]!s})",
+                    )
+            return
+        if event in ("subprocess.Popen", "os.posix_spawn"):
+            executable = args[0] if args and args[0] else None
+            argv = args[1] if len(args) > 1 else None
+            name = program_name(executable) if executable else ""
+            if not name and isinstance(argv, (list, tuple)) and argv:
+                name = program_name(argv[0])
+            elif not name and isinstance(argv, (str, bytes)):
+                name = program_name(os.fsdecode(argv).split()[0]) if argv.strip() else ""
+            if name not in allowed and not (
+                name in torch_programs and torch_owned(getframe(1), f"_inductor{os.sep}")
+            ):
+                refuse(
+                    "process",
+                    f"starting a subprocess ({name or argv!s}) is not allowed; only compilers may run",
+                )
+            return
+        if event in ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "pty.spawn"):
+            refuse("process", f"process creation ({event}) is not allowed in candidate code")
+        if event in start_new_thread_names:
+            if state["torch_thread"] or thread_allowed(args[0] if args else None):
+                return
+            refuse("thread", f"thread creation ({event}) is not allowed in candidate code")
+        if event in ("os.kill", "os.killpg", "signal.pthread_kill"):
+            target = args[0] if args else None
+            if event != "os.kill" or target not in (os.getpid(), 0):
+                refuse("process", f"sending signals ({event}) is not allowed in candidate code")
+            return
+        if event in (
+            "socket.connect",
+            "socket.bind",
+            "socket.sendto",
+            "socket.sendmsg",
+            "socket.getaddrinfo",
+        ):
+            refuse("network", f"network access ({event}) is not allowed in candidate code")
+        if event in _TORCH_HOOK_EVENTS:
+            if torch_owned(getframe(1)):
+                return
+            refuse("introspection", f"{event} is not allowed in candidate code")
+        if event == "object.__setattr__":
+            if len(args) >= 2 and args[1] == "__code__" and not dsl_frame():
+                refuse(
+                    "monkeypatch",
+                    f"replacing the __code__ of {getattr(args[0], '__qualname__', args[0])!s} is not allowed",
+                )
+            return
+        if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+            if candidate_frame(2):
+                refuse(
+                    "introspection", f"{event} (walking the heap) is not allowed in candidate code"
+                )
+            return
+        if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
+            if candidate_frame(2):
+                refuse("introspection", f"frame walking ({event}) is not allowed in candidate code")
+            return
+        if event == "object.__getattr__":
+            if len(args) >= 2 and args[1] in _FRAME_ATTRS and candidate_frame(1):
+                refuse(
+                    "introspection",
+                    f"reading {args[1]} (frame walking) is not allowed in candidate code",
+                )
+            return
+        if event in ("exec", "compile", "marshal.loads", "pickle.find_class"):
+            if candidate_frame(1):
+                refuse("dynamic-code", f"dynamic code ({event}) is not allowed in candidate code")
+            return
+        if event in ("code.__new__", "function.__new__"):
+            # a code object with another file's name would pass for that file's frames
+            if candidate_frame(1):
+                refuse(
+                    "dynamic-code",
+                    f"building code objects ({event}) is not allowed in candidate code",
+                )
+            return
+        if event in ("ctypes.string_at", "ctypes.cdata", "ctypes.addressof", "ctypes.wstring_at"):
+            if candidate_frame(2):
+                refuse("memory", f"raw memory access ({event}) is not allowed in candidate code")
+            return
+
+    sys.addaudithook(hook)
+
+    def thread_allowed(function: Any) -> bool:
+        # frames of this module and the standard library (threading) are skipped; a thread
+        # PyTorch starts must not run the candidate's code (a torch helper that starts a
+        # thread on a callable it is given would otherwise be a way around the guard)
+        target = thread_target_file(function)
+        if target and real(target).startswith(root + os.sep):
+            return False
+        return torch_owned(getframe(1))
+
+    _wrap_thread_starters(state, refuse, thread_allowed, owned_threads)
+
+    def take() -> list[Violation]:
+        out = list(violations)
+        violations.clear()
+        return out
+
+    def activate() -> None:
+        state["active"] = True
+
+    def deactivate() -> None:
+        state["active"] = False
+
+    def active() -> bool:
+        return bool(state["active"])
+
+    return AuditGuard(activate, deactivate, take, active, owned_threads)
+
+
+def _wrap_thread_starters(
+    state: dict[str, bool],
+    refuse: Callable[[str, str], None],
+    allowed: Callable[[Any], bool],
+    owned: set[int],
+) -> None:
+    """Python < 3.12 has no audit event for thread creation: wrap the starters instead.
+    A thread PyTorch's own code starts (``allowed``) goes ahead and its ident is kept."""
+    import _thread
+
+    def make(original: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if state["active"] and not state["torch_thread"]:
+                if not allowed(args[0] if args else None):
+                    refuse("thread", f"thread creation ({name}) is not allowed in candidate code")
+                state["torch_thread"] = True
+                try:
+                    handle = original(*args, **kwargs)
+                finally:
+                    state["torch_thread"] = False
+                ident = handle if isinstance(handle, int) else getattr(handle, "ident", None)
+                if isinstance(ident, int):
+                    owned.add(ident)
+                return handle
+            return original(*args, **kwargs)
+
+        guarded.__name__ = getattr(original, "__name__", name)
+        return guarded
+
+    for module, attr in (
+        (_thread, "start_new_thread"),
+        (_thread, "start_new"),
+        (_thread, "start_joinable_thread"),
+        (threading, "_start_new_thread"),
+        (threading, "_start_joinable_thread"),
+    ):
+        original = getattr(module, attr, None)
+        if original is not None:
+            setattr(module, attr, make(original, f"{module.__name__}.{attr}"))
+
+
+# -- identity snapshot -------------------------------------------------------------------
+
+CRITICAL = [
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "time.time",
+    "time.time_ns",
+    "time.monotonic",
+    "time.monotonic_ns",
+    "time.sleep",
+    "torch.allclose",
+    "torch.isclose",
+    "torch.equal",
+    "torch.testing.assert_close",
+    "torch.softmax",
+    "torch.matmul",
+    "torch.mm",
+    "torch.bmm",
+    "torch.addmm",
+    "torch.nn.functional.softmax",
+    "torch.nn.functional.linear",
+    "torch.nn.functional.rms_norm",
+    "torch.nn.functional.layer_norm",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.record",
+    "torch.cuda.Event.synchronize",
+]  # and each backend's protected_names
+_SNAPSHOT_MODULES = [
+    "time",
+    "builtins",
+    "torch",
+    "torch.nn.functional",
+    "torch.testing",
+    "torch.cuda",
+    "torch.utils._python_dispatch",
+    "torch.overrides",
+    "numpy",
+]  # and each backend's protected_modules
+_SNAPSHOT_CLASSES = [
+    ("torch", "Tensor"),
+    ("torch._C", "TensorBase"),
+    ("torch.cuda", "Event"),
+    ("torch.cuda", "Stream"),
+]  # and each backend's protected_classes
+
+
+def _resolve(dotted: str) -> Any:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        obj: Any = module
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise LookupError(dotted)
+
+
+def _fingerprint(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, types.FunctionType):
+        return (value, value.__code__, value.__defaults__, value.__kwdefaults__)
+    return (value,)
+
+
+_MISSING = object()
+
+
+@dataclass
+class IdentitySnapshot:
+    """Which object each critical name pointed to when the worker started.
+
+    Each entry keeps the object it was looked up on (a module or a class) and the
+    attribute name, so the check after every call is a dict lookup per name.
+    """
+
+    entries: dict[str, tuple[Any, str, tuple[Any, ...]]] = field(default_factory=dict)
+    modules: dict[str, types.ModuleType] = field(default_factory=dict)
+
+    def _add(self, name: str, owner: Any, attr: str) -> None:
+        if name in self.entries:
+            return
+        value = _lookup(owner, attr)
+        if value is not _MISSING:
+            self.entries[name] = (owner, attr, _fingerprint(value))
+
+    @classmethod
+    def take(cls, extra_modules: Iterable[str] = ()) -> IdentitySnapshot:
+        snap = cls()
+        for name in [*CRITICAL, *backends.protected_names()]:
+            owner_name, _, attr = name.rpartition(".")
+            try:
+                owner = _resolve(owner_name)
+            except (LookupError, AttributeError):
+                continue
+            snap._add(name, owner, attr)
+        for module_name in [*_SNAPSHOT_MODULES, *backends.protected_modules(), *extra_modules]:
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            snap.modules[module_name] = module
+            for attr, value in list(vars(module).items()):
+                if module_name in ("torch", "torch.cuda", "numpy") and attr.startswith("_"):
+                    continue
+                if callable(value) or isinstance(value, types.ModuleType):
+                    snap._add(f"{module_name}.{attr}", module, attr)
+        for module_name, class_name in [*_SNAPSHOT_CLASSES, *backends.protected_classes()]:
+            module = sys.modules.get(module_name)
+            cls_obj = getattr(module, class_name, None) if module is not None else None
+            if not isinstance(cls_obj, type):
+                continue
+            # TensorBase methods are looked up through torch.Tensor, so a patch on either shows
+            owner = sys.modules["torch"].Tensor if module_name == "torch._C" else cls_obj
+            prefix = "torch.Tensor" if module_name == "torch._C" else f"{module_name}.{class_name}"
+            for attr, value in list(vars(cls_obj).items()):
+                if callable(value) or isinstance(value, (property, classmethod, staticmethod)):
+                    snap._add(f"{prefix}.{attr}", owner, attr)
+        return snap
+
+    def changed(self) -> list[str]:
+        """Names whose object (or function code/defaults) is no longer the original."""
+        out: list[str] = []
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                out.append(f"sys.modules[{name!r}]")
+        for name, (owner, attr, original) in self.entries.items():
+            current = _lookup(owner, attr)
+            if current is _MISSING:
+                out.append(name + " (deleted)")
+                continue
+            if current is original[0] and len(original) == 1:
+                continue
+            fp = _fingerprint(current)
+            if len(fp) != len(original) or any(
+                a is not b for a, b in zip(fp, original, strict=False)
+            ):
+                if _unchanged(original) and _dynamo_rewrap(current, original[0]):
+                    continue
+                out.append(name)
+        return out
+
+
+def _unchanged(original: tuple[Any, ...]) -> bool:
+    fp = _fingerprint(original[0])
+    return len(fp) == len(original) and all(a is b for a, b in zip(fp, original, strict=False))
+
+
+def _dynamo_rewrap(current: Any, original: Any) -> bool:
+    """Whether ``current`` is PyTorch's own wrapper of ``original``: importing
+    ``torch._dynamo`` (``torch.profiler.profile`` does on first use, ``torch.compile`` too) rebinds ``torch.manual_seed``
+    and other RNG functions to ``torch._disable_dynamo(original)``, a closure over the
+    original. Accepted only when the wrapper's code is that closure's (candidate frames
+    cannot make code objects), it closes over the untouched original, and the disable
+    function it caches on the original, if any, is dynamo's."""
+    code = getattr(current, "__code__", None)
+    if not isinstance(code, types.CodeType) or code.co_name != "inner":
+        return False
+    if not code.co_filename.endswith(os.path.join("torch", "_compile.py")):
+        return False
+    if getattr(current, "__wrapped__", None) is not original:
+        return False
+    cells = dict(zip(code.co_freevars, current.__closure__ or (), strict=False))
+    try:
+        if cells["fn"].cell_contents is not original:
+            return False
+    except (KeyError, ValueError):
+        return False
+    cached = getattr(original, "__dynamo_disable", None)
+    if cached is not None:
+        cached_code = getattr(cached, "__code__", None)
+        where = getattr(cached_code, "co_filename", "")
+        if f"torch{os.sep}_dynamo{os.sep}" not in where:
+            return False
+    return True
+
+
+def _lookup(owner: Any, attr: str) -> Any:
+    # Raw class-dict values: getattr would bind classmethods into fresh objects, and a
+    # class's own __name__ would hide a property of that name.
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in vars(klass):
+                return vars(klass)[attr]
+        return _MISSING
+    if isinstance(owner, types.ModuleType):
+        return vars(owner).get(attr, _MISSING)
+    return getattr(owner, attr, _MISSING)
+
+
+def snapshot_harness_modules() -> list[str]:
+    return sorted(name for name in sys.modules if name == "harness" or name.startswith("harness."))
+
+
+# -- op recording ------------------------------------------------------------------------
+
+
+class OpRecorder:
+    """Records ATen ops (dispatch mode, with the seconds spent in each) and torch functions
+    (function mode) during a call."""
+
+    def __init__(self) -> None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.aten: Counter[str] = Counter()
+        self.seconds: dict[str, float] = {}
+        self.elements: dict[str, int] = {}  # tensor elements each op was given
+        self.functions: Counter[str] = Counter()
+        aten = self.aten
+        seconds = self.seconds
+        elements = self.elements
+        tensor_type = torch.Tensor
+        functions = self.functions
+        clock = time.perf_counter
+        compiling = torch.compiler.is_compiling
+
+        class _Dispatch(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:  # keeps torch._dynamo (2 s import) out
+                return False
+
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # off while torch.compile traces and compiles, on while the compiled code
+                # runs: otherwise dynamo would run a compiled candidate eagerly
+                return True
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                packet = getattr(func, "_overloadpacket", func)
+                name = str(packet).replace(".", "::", 1)
+                aten[name] += 1
+                start = clock()
+                out = func(*args, **(kwargs or {}))
+                seconds[name] = seconds.get(name, 0.0) + clock() - start
+                given = sum(a.numel() for a in args if isinstance(a, tensor_type))
+                elements[name] = elements.get(name, 0) + given
+                return out
+
+        class _Function(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                if not compiling():  # dynamo traces modes: record nothing into its graphs
+                    functions[getattr(func, "__name__", str(func))] += 1
+                return func(*args, **(kwargs or {}))
+
+        self._dispatch_cls = _Dispatch
+        self._function_cls = _Function
+        self._modes: list[Any] = []
+        self._torch = torch
+
+    def reset(self) -> None:
+        self.aten.clear()
+        self.seconds.clear()
+        self.elements.clear()
+        self.functions.clear()
+
+    def __enter__(self) -> OpRecorder:
+        self._modes = [self._function_cls(), self._dispatch_cls()]
+        for mode in self._modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for mode in reversed(self._modes):
+            mode.__exit__(None, None, None)
+        self._modes = []
+
+    def warm_up(self) -> None:
+        """The first use of the modes imports a lot; pay for it before the candidate runs."""
+        with self:
+            x = self._torch.ones(4)
+            (x + x).sum()
+
+
+# -- process state -----------------------------------------------------------------------
+
+
+def _thread_count() -> int:
+    import _thread
+
+    counter = getattr(_thread, "_count", None)
+    return int(counter()) if counter is not None else threading.active_count()
+
+
+@dataclass
+class ProcessState:
+    """Live Python threads and signal handlers, to notice work left behind by a call.
+    Threads PyTorch's own code started (``exempt``: idents the guard kept) do not count."""
+
+    threads: int
+    handlers: dict[int, Any]
+    exempt: set[int] = field(default_factory=set)
+
+    @classmethod
+    def take(cls, exempt: set[int] | None = None) -> ProcessState:
+        handlers = {}
+        for sig in (
+            signal.SIGALRM,
+            signal.SIGVTALRM,
+            signal.SIGPROF,
+            signal.SIGUSR1,
+            signal.SIGUSR2,
+            signal.SIGCHLD,
+        ):
+            try:
+                handlers[int(sig)] = signal.getsignal(sig)
+            except (ValueError, OSError):
+                continue
+        owned = exempt if exempt is not None else set()
+        return cls(_thread_count() - _alive(owned), handlers, owned)
+
+    def differences(self) -> list[str]:
+        now = ProcessState.take(self.exempt)
+        out = []
+        if now.threads > self.threads:
+            out.append(
+                f"{now.threads - self.threads} thread(s) started by candidate code are still running"
+            )
+        for sig, handler in now.handlers.items():
+            if handler is not self.handlers.get(sig):
+                out.append(f"candidate code installed a handler for {signal.Signals(sig).name}")
+        return out
+
+    def restore(self) -> None:
+        """Cancel timers and put handlers back, so a stray signal cannot fire later."""
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            try:
+                signal.setitimer(timer, 0)
+            except (ValueError, OSError):
+                pass
+        for sig, handler in self.handlers.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError, TypeError):
+                pass
+
+
+def _alive(idents: set[int]) -> int:
+    if not idents:
+        return 0
+    return sum(1 for t in threading.enumerate() if t.ident in idents)
+
+
+def settle(seconds: float) -> None:
+    """Wait a moment while letting pending signal handlers run."""
+    end = time.monotonic() + seconds
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, 0.01))
+
+
+__all__ = [
+    "ALLOWED_PROGRAMS",
+    "AuditGuard",
+    "HarnessGuardError",
+    "IdentitySnapshot",
+    "OpRecorder",
+    "ProcessState",
+    "Violation",
+    "install_audit_guard",
+    "settle",
+]

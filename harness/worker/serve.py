@@ -1,0 +1,838 @@
+"""The worker process: imports one candidate and runs it on inputs the parent sends.
+
+Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --device D`` by a
+runner, in its own process group, with its own temp dir as cwd and a scrubbed
+environment. Protocol (one reply per request, strictly in order):
+
+- ``load``: install backend hooks, take the identity snapshot, install the guards, say
+  ``stage: import`` (an interim frame: the worker's own start-up is over, the candidate's
+  import and its time limit begin), import the candidate (guards on). Reply:
+  environment, integrity findings, or the import error.
+- ``call``: build the inputs (new tensors, or new content written into the previous
+  tensors in place without bumping identity), poison the allocator, run the entry point
+  ``repeat`` times with guards and the op recorder on, snapshot each output, synchronise,
+  wait, compare again, serialise the outputs and the inputs as they are after the call.
+- ``bye``: final integrity findings, then exit 0.
+- ``bench``, ``bench_sample``, ``identity``, ``ceilings``, ``artifacts``: see
+  ``benchworker.py`` (timing on inputs generated here from seeds, samples of timed
+  outputs for the parent to re-check, device ceilings, compiled artefacts).
+
+A ``load`` may name the problem (``problem: {path}``): it is loaded before the candidate,
+for ``generate_input`` only (its module is dropped from ``sys.modules``), so benchmarks
+generate their inputs on the device. ``subject: "reference"`` makes a harness-only
+worker whose entry point is the problem's reference (timed for speedups);
+``subject: "harness"`` one with no entry point (ceilings). ``--oneshot REQUEST.json``
+loads and calls once inside an NVTX range, for a profiler wrapping this process.
+
+Candidate stdout/stderr go to log files the parent opened; results travel only on the
+channel. The worker never sees seeds or reference outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import importlib.util
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from ..backends import DEFAULT_BACKEND, LaunchCounter, get_backend
+from ..problems.library import is_compute, op_stem
+from ..problems.library_share import kernel_profiler as _kernel_profiler
+from ..problems.library_share import kernel_records
+from ..process import channel
+from . import jitclock, timing
+from .compiled import forbidden_compiled
+from .compiled import prepare as prepare_torch_compile
+from .freshness import OutputHistory, fresh_slots
+from .guards import (
+    IdentitySnapshot,
+    OpRecorder,
+    ProcessState,
+    install_audit_guard,
+    settle,
+    snapshot_harness_modules,
+)
+
+_Tensor = torch.Tensor  # captured before any candidate code runs
+_type = type
+_isinstance = isinstance
+_MAX_POISON = 1 << 30
+_DEVICE_FAULTS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUDA error",
+)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: the strides are a permutation of a contiguous layout."""
+    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    if t.numel() == 0:
+        return (t.data_ptr(), t.data_ptr())
+    extent = 1 + sum((n - 1) * abs(s) for s, n in zip(t.stride(), t.shape, strict=True))
+    return (t.data_ptr(), t.data_ptr() + extent * t.element_size())
+
+
+def _storage_range(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return (storage.data_ptr(), storage.data_ptr() + storage.nbytes())
+
+
+def _leaves(value: Any) -> list[Any]:
+    if _isinstance(value, (tuple, list)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if _isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    return [value]
+
+
+class Worker:
+    def __init__(self, end: channel.BlockingEnd, workdir: str, device: str) -> None:
+        self.end = end
+        self.workdir = workdir
+        self.device = device
+        self.entry: Any = None
+        self.entry_kind = "function"
+        self.models: dict[str, Any] = {}
+        self.counter: LaunchCounter | None = None
+        self.recorder: OpRecorder | None = None
+        self.snapshot: IdentitySnapshot | None = None
+        self.guard: Any = None
+        self.process_state: ProcessState | None = None
+        self.forbidden_aten: set[str] = set()
+        self.forbidden_functions: set[str] = set()
+        self.settle_s = 0.05
+        self.backend_name = DEFAULT_BACKEND
+        self.last_inputs: Any = None
+        self.last_leaves: list[torch.Tensor] = []
+        self.reported_patches: set[str] = set()
+        self.dead = False
+        self.subject = "candidate"
+        self.problem: Any = None
+        self.compile_reference = False
+        self.bench: timing.Bench | None = None
+        self.kept: dict[int, Any] = {}
+        self.bench_findings: set[str] = set()
+        self.os_threads = 0
+        self.history = OutputHistory()  # every output handed out (harness/worker/freshness.py)
+        self.torch_compile = False
+        self.forbidden_stems: set[str] = set()
+
+    # -- protocol ----------------------------------------------------------------------
+
+    def serve(self) -> int:
+        while True:
+            try:
+                frame = self.end.recv()
+            except channel.ChannelClosed:
+                return 0
+            op = frame.header.get("op")
+            if op == "load":
+                self.end.send(*self.load(frame.header))
+            elif op == "call":
+                self.end.send(*self.call(frame.header, frame.tensors))
+                if self.dead:
+                    return 4  # the device context is unusable after e.g. an illegal access
+            elif op in _EXTRA_OPS:
+                self.end.send(*self.extra(str(op), frame.header, frame.tensors))
+                if self.dead:
+                    return 4
+            elif op == "bye":
+                self.end.send({"ok": True, "op": "bye", "integrity": self.integrity()})
+                return 0
+            else:
+                self.end.send(
+                    {"ok": False, "op": str(op), "harness_error": f"unknown request {op!r}"}
+                )
+
+    # -- load --------------------------------------------------------------------------
+
+    def load(self, req: dict[str, Any]) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.backend_name = str(req.get("backend", DEFAULT_BACKEND))
+        self.entry_kind = str(req.get("entry_kind", "function"))
+        self.settle_s = float(req.get("settle_s", 0.05))
+        forbidden = req.get("forbidden", {})
+        self.forbidden_aten = set(forbidden.get("aten", []))
+        self.forbidden_functions = set(forbidden.get("functions", []))
+        backend = get_backend(self.backend_name)
+        if self.device == "cuda":
+            torch.cuda.init()
+            torch.cuda.set_device(0)
+        self.subject = str(req.get("subject", "candidate"))
+        self.compile_reference = bool(req.get("compile_reference"))
+        problem_error = self.load_problem(req.get("problem"))
+        if self.subject != "candidate" or problem_error:
+            return {
+                "ok": problem_error is None,
+                "op": "load",
+                "env": self.environment({}),
+                "import_s": 0.0,
+                "error": problem_error,
+                "integrity": [],
+            }, []
+        self.counter = backend.prepare_worker(self.device)
+        end = self.end
+        jitclock.install(
+            (lambda frame: end.send({"op": "interim", **frame})) if end is not None else None
+        )
+        jitclock.wrap_hooks(backend.compile_hooks)
+        self.forbidden_stems = {op_stem(op) for op in self.forbidden_aten} | {
+            op_stem(f) for f in self.forbidden_functions
+        }
+        self.torch_compile = bool(req.get("torch_compile"))
+        if self.torch_compile:  # before the snapshot and the guards (harness/worker/compiled.py)
+            try:
+                prepare_torch_compile(backend, self.counter, self.device)
+            except Exception:
+                self.torch_compile = False
+        # filelock (torch and triton import it lazily) adds a process-wide audit hook at
+        # import: imported before the guard, it is the harness's, not the candidate's
+        try:
+            import filelock  # noqa: F401
+        except Exception:
+            pass
+        for name in req.get("snapshot_imports") or []:
+            try:  # another backend the candidate mentions: what it could patch is snapshotted
+                importlib.import_module(str(name))
+            except ImportError:
+                pass
+        from ..tracing import install_candidate_api  # trace rung (issue 8): `import ck_trace`
+
+        install_candidate_api()
+        backend.prepare_trace(self.device, os.path.join(self.workdir, str(req["candidate"])))
+        self.recorder = OpRecorder()
+        self.recorder.warm_up()
+        env = self.environment(backend.environment())
+        extra = [*snapshot_harness_modules(), "__main__"]
+        self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
+        self.guard = install_audit_guard(self.workdir)
+        self.process_state = ProcessState.take(self.guard.owned_threads)
+        self.os_threads = _os_threads()
+        sys.dont_write_bytecode = True
+        sys.path.insert(0, self.workdir)
+
+        path = os.path.join(self.workdir, str(req["candidate"]))
+        module_name = str(req.get("module", "candidate"))
+        if self.end is not None:  # the parent's clock for the candidate's import starts now
+            self.end.send({"op": "load", "stage": "import"})
+        t0 = time.perf_counter()
+        error = None
+        try:
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            self.guard.activate()
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                self.guard.deactivate()
+            entry_name = str(req.get("entry", "custom_kernel"))
+            self.entry = getattr(module, entry_name, None)
+            if self.entry is None:
+                raise AttributeError(f"the candidate defines no {entry_name}")
+        except BaseException as exc:  # SystemExit at import is a failure, not an exit
+            if self.guard is not None:
+                self.guard.deactivate()
+            error = self.describe_error(exc, "import", backend)
+        reply = {
+            "ok": error is None,
+            "op": "load",
+            "env": env,
+            "import_s": time.perf_counter() - t0,
+            "error": error,
+            "integrity": self.integrity(),
+        }
+        return reply, []
+
+    def load_problem(self, spec: Any) -> dict[str, Any] | None:
+        """Load the problem (for ``generate_input``; the reference only in a reference
+        worker) before any candidate code, then drop its modules from ``sys.modules``."""
+        if not spec:
+            return None
+        from ..problems.problem import load_problem
+
+        before = set(sys.modules)
+        try:
+            self.problem = load_problem(str(spec["path"]))
+        except Exception as exc:
+            return {
+                "phase": "problem",
+                "type": type(exc).__name__,
+                "message": f"loading the problem in the worker failed: {exc}"[:4000],
+                "frames": [],
+                "compile_error": False,
+                "exit": False,
+            }
+        if self.subject == "candidate":
+            for name in set(sys.modules) - before:
+                if name.startswith("_ctxkernel_"):
+                    sys.modules.pop(name, None)
+        return None
+
+    def extra(
+        self, op: str, req: dict[str, Any], tensors: list[torch.Tensor]
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        from . import benchworker
+
+        try:
+            if op == "bench":
+                return benchworker.handle_bench(self, req, tensors)
+            if op == "bench_sample":
+                return benchworker.handle_sample(self, req, tensors)
+            if op == "identity":
+                return benchworker.handle_identity(self, req), []
+            if op == "ceilings":
+                return benchworker.handle_ceilings(self, req), []
+            if op == "trace":  # trace rung (issue 8)
+                from ..tracing.collect import handle_trace
+
+                return handle_trace(self, req, tensors)
+            return benchworker.handle_artifacts(self, req)
+        except Exception:
+            return {"ok": False, "op": op, "harness_error": traceback.format_exc()[-4000:]}, []
+
+    def environment(self, backend_env: dict[str, object]) -> dict[str, object]:
+        env: dict[str, object] = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "device": self.device,
+            "pid": os.getpid(),
+        }
+        env.update(backend_env)
+        if self.device == "cuda":
+            props = torch.cuda.get_device_properties(0)
+            env["gpu"] = props.name
+            env["capability"] = f"{props.major}.{props.minor}"
+            env["cuda"] = torch.version.cuda
+            env["driver"] = _driver_version()
+        return env
+
+    # -- call --------------------------------------------------------------------------
+
+    def get_entry(self, init: dict[str, Any] | None, tensors: list[torch.Tensor]) -> Any:
+        if self.entry_kind != "model":
+            return self.entry
+        init = init or {"seed": 0, "args": {"tuple": []}}
+        key = json.dumps(init, sort_keys=True)
+        model = self.models.get(key)
+        if model is None:
+            args = channel.unpack_tree(init["args"], [t.to(self.device) for t in tensors])
+            torch.manual_seed(int(init.get("seed", 0)))
+            assert self.guard is not None
+            self.guard.activate()
+            try:
+                model = self.entry(*args)
+                model = model.to(self.device)
+            finally:
+                self.guard.deactivate()
+            self.models = {key: model}
+        return model
+
+    def build_inputs(self, req: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
+        leaves_meta = channel.tree_leaves(req["inputs"])
+        if req.get("in_place") and self.last_inputs is not None:
+            if len(leaves_meta) != len(self.last_leaves):
+                raise ValueError("in-place rewrite with a different number of tensors")
+            with torch.no_grad():
+                for meta, old in zip(leaves_meta, self.last_leaves, strict=True):
+                    src = tensors[int(meta["t"])]
+                    if tuple(src.shape) != tuple(old.shape) or src.dtype != old.dtype:
+                        raise ValueError("in-place rewrite with a different shape or dtype")
+                    # .data keeps data_ptr, id, shape and _version: a replay cache keyed on
+                    # any of them sees the same tensor with new content.
+                    old.data.copy_(src)
+            return self.last_inputs
+        placed: list[torch.Tensor] = []
+        for meta in sorted(leaves_meta, key=lambda m: int(m["t"])):
+            src = tensors[int(meta["t"])]
+            stride = meta.get("stride")
+            if stride is not None and len(stride) == src.dim():
+                dest = torch.empty_strided(
+                    tuple(src.shape), tuple(stride), dtype=src.dtype, device=self.device
+                )
+            else:
+                dest = torch.empty(tuple(src.shape), dtype=src.dtype, device=self.device)
+            dest.copy_(src)
+            placed.append(dest)
+        inputs = channel.unpack_tree(req["inputs"], placed)
+        self.last_inputs = inputs
+        self.last_leaves = [t for t in _leaves(inputs) if _isinstance(t, _Tensor)]
+        return inputs
+
+    def poison(self, sizes: list[int]) -> None:
+        buffers = []
+        for size in sizes[:8]:
+            n = max(0, min(int(size), _MAX_POISON))
+            if n:
+                buffers.append(torch.empty(n, dtype=torch.uint8, device=self.device).fill_(255))
+        del buffers
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def call(
+        self, req: dict[str, Any], tensors: list[torch.Tensor]
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        backend = get_backend(self.backend_name)
+        out_tensors: list[torch.Tensor] = []
+        calls: list[dict[str, Any]] = []
+        error = None
+        try:
+            inputs = self.build_inputs(req, tensors)
+            n_inputs = len(channel.tree_leaves(req["inputs"]))
+            entry = self.get_entry(req.get("init"), tensors[n_inputs:])
+        except BaseException as exc:
+            return {
+                "ok": False,
+                "op": "call",
+                "error": self.describe_error(exc, "init", backend),
+                "calls": [],
+                "integrity": self.integrity(),
+            }, []
+        input_ranges = [_storage_range(t) for t in self.last_leaves]
+        repeat = max(1, int(req.get("repeat", 1)))
+        # burst: back to back like a timing loop (no poison, no settle in between); each
+        # output is snapshotted as it returns and compared again once the burst is over
+        burst = bool(req.get("burst")) and repeat > 1
+        slots = {int(i) for i in req.get("slots") or []}
+        first_call = self.history.calls + 1
+        pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]] = []
+        assert self.recorder is not None and self.guard is not None
+        profile = bool(req.get("kernels")) and self.device == "cuda"
+        profiler: Any = None
+        for index in range(repeat):
+            if not burst or index == 0:
+                self.poison([int(s) for s in req.get("poison", [])])
+            args = inputs
+            if slots:  # the data's output tensors: new and poisoned for every call
+                args, made = fresh_slots(inputs, slots)
+                call_no = self.history.next_call()
+                for t in made:
+                    self.history.add(call_no, t, None)
+            else:
+                call_no = self.history.next_call()
+            if self.counter is not None:
+                self.counter.reset()
+            self.recorder.reset()
+            if profile:  # only the candidate's own call: the harness's fills stay out
+                torch.cuda.synchronize()
+                profiler = _kernel_profiler()
+                if profiler is not None:
+                    profiler.__enter__()
+            t0 = time.perf_counter()
+            result: Any = None
+            try:
+                with torch.no_grad(), self.recorder:
+                    self.guard.activate()
+                    try:
+                        result = entry(*args) if self.entry_kind == "model" else entry(args)
+                    finally:
+                        self.guard.deactivate()
+            except BaseException as exc:
+                error = self.describe_error(exc, "call", backend)
+                if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
+                    self.dead = True
+                break
+            finally:
+                if profiler is not None:
+                    try:
+                        torch.cuda.synchronize()
+                    finally:
+                        profiler.__exit__(None, None, None)
+            elapsed = time.perf_counter() - t0
+            leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
+            before = [leaf.detach().clone() for leaf in leaves]
+            record = self.call_record(elapsed, call_no)
+            pending.append((record, result, leaves, before))
+            if not burst:
+                error = self.settle_safely(pending, out_tensors, input_ranges, calls, False)
+                if error is not None:
+                    break
+            del result, leaves, before, args
+        if pending and error is None:
+            error = self.settle_safely(pending, out_tensors, input_ranges, calls, burst)
+        if calls and not self.dead:
+            calls[-1]["earlier_changed"] = self.history.changed(first_call)
+            calls[-1]["input_elements"] = sum(
+                t.numel() for i, t in enumerate(self.last_leaves) if i not in slots
+            )
+            if profiler is not None:
+                calls[-1]["kernels"] = kernel_records(profiler)
+                calls[-1]["own_kernels"] = sorted(self.counter.names) if self.counter else []
+                calls[-1]["generated_kernels"] = (
+                    sorted(self.counter.generated) if self.counter else []
+                )
+        after_tree = None
+        if not self.dead:
+            after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
+        reply = {
+            "ok": error is None,
+            "op": "call",
+            "seq": req.get("seq"),
+            "calls": calls,
+            "error": error,
+            "inputs_after": after_tree,
+            "integrity": self.integrity(),
+        }
+        return reply, out_tensors
+
+    def async_pending(self) -> bool:
+        """Whether anything could still change an output after the call returned: an
+        armed interval timer, a changed signal handler, a thread more than at load. When
+        nothing is, the settle wait is skipped (the device was synchronised already)."""
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            if signal.getitimer(timer) != (0.0, 0.0):
+                return True
+        state = self.process_state
+        if state is None or _os_threads() > self.os_threads:
+            return True
+        return bool(state.differences())
+
+    def call_record(self, elapsed: float, call_no: int) -> dict[str, Any]:
+        """What the recorder and the launch counter saw in one call."""
+        assert self.recorder is not None
+        recorder = self.recorder
+        seconds = {op: s for op, s in recorder.seconds.items() if is_compute(op)}
+        record: dict[str, Any] = {
+            "call_no": call_no,
+            "elapsed_s": elapsed,
+            "launches": None if self.counter is None else self.counter.count,
+            "forbidden": sorted(
+                {op for op in recorder.aten if op in self.forbidden_aten}
+                | {"fn:" + f for f in recorder.functions if f in self.forbidden_functions}
+            ),
+            "aten": dict(recorder.aten.most_common(24)),
+            "aten_s": dict(sorted(seconds.items(), key=lambda kv: -kv[1])[:16]),
+            "aten_elements": {op: n for op, n in recorder.elements.items() if is_compute(op)},
+        }
+        if self.torch_compile:
+            record["compiled_forbidden"] = forbidden_compiled(self.forbidden_stems)
+        return record
+
+    def settle_safely(self, *args: Any) -> dict[str, Any] | None:
+        """``settle_and_encode``; a device error surfacing at the synchronisation (an
+        illegal memory access, a trap in the kernel) is the candidate's, and ends the worker."""
+        try:
+            self.settle_and_encode(*args)
+        except RuntimeError as exc:
+            if self.device != "cuda":
+                raise
+            self.dead = True
+            return {
+                "phase": "sync",
+                "type": type(exc).__name__,
+                "message": str(exc).strip()[:4000],
+                "frames": [],
+                "compile_error": False,
+                "exit": False,
+            }
+        return None
+
+    def settle_and_encode(
+        self,
+        pending: list[tuple[dict[str, Any], Any, list[torch.Tensor], list[torch.Tensor]]],
+        out_tensors: list[torch.Tensor],
+        input_ranges: list[tuple[int, int]],
+        calls: list[dict[str, Any]],
+        snapshot: bool,
+    ) -> None:
+        """Synchronise, wait, compare each output with its snapshot at return, encode it.
+
+        ``snapshot``: send the state at return (a timing loop reads that) instead of the
+        state after the wait."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        waited = self.settle_s if self.async_pending() else 0.0
+        settle(waited)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        for record, result, leaves, before in pending:
+            record["settle_s"] = waited  # the wait for late changes (0: nothing could make one)
+            record["changed_after_return"] = [
+                i
+                for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
+                if not _same_bytes(b, leaf)
+            ]
+            call_no = int(record.get("call_no") or 0)
+            shared = {id(leaf): self.history.shares_earlier(leaf, call_no) for leaf in leaves}
+            for leaf, b in zip(leaves, before, strict=True):
+                self.history.add(call_no, leaf, b)
+            if snapshot:
+                swap = {id(leaf): b for leaf, b in zip(leaves, before, strict=True)}
+                shared.update(
+                    {id(b): shared[id(leaf)] for leaf, b in zip(leaves, before, strict=True)}
+                )
+                result = _replace_leaves(result, swap)
+            record["output"] = self.encode_output(result, out_tensors, input_ranges, shared)
+            calls.append(record)
+        pending.clear()
+
+    def encode_output(
+        self,
+        value: Any,
+        tensors: list[torch.Tensor],
+        input_ranges: list[tuple[int, int]],
+        shared: dict[int, list[int]] | None = None,
+    ) -> Any:
+        shared = shared if shared is not None else {}
+        if _isinstance(value, (tuple, list)):
+            key = "tuple" if _isinstance(value, tuple) else "list"
+            return {key: [self.encode_output(v, tensors, input_ranges, shared) for v in value]}
+        if _isinstance(value, dict):
+            return {
+                "dict": [
+                    [str(k), self.encode_output(v, tensors, input_ranges, shared)]
+                    for k, v in value.items()
+                ]
+            }
+        cls = _type(value)
+        if cls is _Tensor:
+            node = _describe_tensor(value)
+            span = _span(value)
+            node["aliases"] = [
+                i for i, (lo, hi) in enumerate(input_ranges) if span[0] < hi and lo < span[1]
+            ]
+            if shared.get(id(value)):
+                node["shares_earlier"] = shared[id(value)]
+            if value.dtype in channel.DTYPE_NAMES:
+                node["t"] = len(tensors)
+                tensors.append(value.detach())
+            return node
+        if _isinstance(value, _Tensor):
+            return {"subclass": f"{cls.__module__}.{cls.__qualname__}"}
+        if value is None or _isinstance(value, (bool, int, float, str)):
+            return {"other": cls.__name__, "v": value}
+        return {"other": f"{cls.__module__}.{cls.__qualname__}"}
+
+    # -- findings ----------------------------------------------------------------------
+
+    def integrity(self) -> list[dict[str, str]]:
+        found: list[dict[str, str]] = []
+        if self.snapshot is not None:
+            for name in self.snapshot.changed():
+                if name not in self.reported_patches:
+                    self.reported_patches.add(name)
+                    found.append({"kind": "patched", "message": f"candidate code replaced {name}"})
+        if self.guard is not None:
+            found.extend(v.as_dict() for v in self.guard.take_violations())
+        if self.process_state is not None:
+            for message in self.process_state.differences():
+                found.append({"kind": "background", "message": message})
+            self.process_state.restore()
+        return found
+
+    def describe_error(self, exc: BaseException, phase: str, backend: Any) -> dict[str, Any]:
+        chain: list[BaseException] = []
+        current: BaseException | None = exc
+        while current is not None and current not in chain and len(chain) < 5:
+            chain.append(current)
+            current = current.__cause__ or current.__context__
+        frames = []
+        for item in chain:  # outermost first, the root cause (most relevant) last
+            for f in traceback.extract_tb(item.__traceback__)[-40:]:
+                frames.append(
+                    {
+                        "file": f.filename,
+                        "line": f.lineno,
+                        "name": f.name,
+                        "code": (f.line or "").strip(),
+                    }
+                )
+        message = "".join(traceback.format_exception_only(_type(exc), exc)).strip()
+        root = chain[-1]
+        root_message = "".join(traceback.format_exception_only(_type(root), root)).strip()
+        return {
+            "phase": phase,
+            "type": _type(exc).__name__,
+            "message": message[:4000],
+            "root": root_message[:4000] if root is not exc else None,
+            "frames": frames[-60:],
+            "compile_error": bool(backend.is_compile_error(exc)),
+            "exit": _isinstance(exc, (SystemExit, KeyboardInterrupt)),
+        }
+
+
+_EXTRA_OPS = ("bench", "bench_sample", "identity", "ceilings", "artifacts", "trace")
+
+
+def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:
+    if _isinstance(value, tuple):
+        return tuple(_replace_leaves(v, swap) for v in value)
+    if _isinstance(value, list):
+        return [_replace_leaves(v, swap) for v in value]
+    if _isinstance(value, dict):
+        return {k: _replace_leaves(v, swap) for k, v in value.items()}
+    return swap.get(id(value), value)
+
+
+def _describe_tensor(t: torch.Tensor) -> dict[str, Any]:
+    return {
+        "dtype": channel.DTYPE_NAMES.get(t.dtype, str(t.dtype)),
+        "shape": list(t.shape),
+        "stride": list(t.stride()),
+        "storage_offset": t.storage_offset(),
+        "device": str(t.device),
+        "dense": _dense(t),
+        "requires_grad": bool(t.requires_grad),
+    }
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0:
+        return True
+    x = a.contiguous().reshape(-1).view(torch.uint8)
+    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    return bool(torch.equal(x, y))
+
+
+def _os_threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1 << 30  # unknown: always settle
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        pass
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            first = fh.readline()
+        for token in first.split():
+            if token.count(".") >= 1 and token.replace(".", "").isdigit():
+                return token
+    except OSError:
+        pass
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.worker")
+    parser.add_argument("--fd-in", type=int, default=-1)
+    parser.add_argument("--fd-out", type=int, default=-1)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--mem-cap", type=int, default=0, help="RLIMIT_AS in bytes (CPU only)")
+    parser.add_argument("--oneshot", default=None, help="REQUEST.json: load, call once, exit")
+    args = parser.parse_args(argv)
+    if args.oneshot:
+        return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
+    exit_now(
+        run(args.fd_in, args.fd_out, os.path.realpath(args.workdir), args.device, args.mem_cap)
+    )
+    return 0  # not reached
+
+
+def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int:
+    """Serve the parent on the channel until ``bye`` or EOF; the exit status. A spawned
+    worker (``main``) and one forked from a warm template (``zygote.py``) both run this."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if mem_cap and device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (mem_cap, mem_cap))
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)  # CPU checks run small grids; spare the other cores
+    if device == "cuda":
+        # the context now, before the first request: a worker opened ahead of its use
+        # (the benchmark's, while the ladder's runs) has it ready when asked
+        try:
+            torch.cuda.init()
+            torch.cuda.set_device(0)
+        except Exception as exc:  # load() reports it to the parent
+            sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
+    end = channel.BlockingEnd(fd_in, fd_out)
+    worker = Worker(end, workdir, device)
+    try:
+        return worker.serve()
+    except channel.ChannelClosed:
+        return 0
+    except BaseException:
+        detail = traceback.format_exc()
+        sys.stderr.write(detail)
+        try:
+            end.send({"ok": False, "harness_error": detail[-4000:]})
+        except OSError:
+            pass
+        return 3
+
+
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown (torch's takes most of a second):
+    the parent has every reply it needs; only the logs are flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def oneshot(request_path: str, workdir: str, device: str) -> int:
+    """For a profiler wrapping this process (``ncu``): load, warm up outside the NVTX
+    range, then call inside ``ctxkernel_candidate`` -- so only the candidate's kernels of
+    those calls are profiled. Writes ``REQUEST.json.result``; never times anything."""
+    with open(request_path) as fh:
+        req = json.load(fh)
+    result: dict[str, Any] = {"ok": False}
+    worker = Worker(None, workdir, device)  # type: ignore[arg-type]
+    try:
+        reply, _ = worker.load(req["load"])
+        if not reply.get("ok"):
+            result["error"] = reply.get("error")
+        else:
+            problem = worker.problem
+            shape = dict(req.get("shape") or {})
+            inputs = problem.generate_input(int(req.get("seed", 1)), shape, device)
+            entry = worker.get_entry(None, [])
+            from .benchworker import _guarded_call
+
+            call = _guarded_call(worker, entry)
+            gpu = device == "cuda"
+            for _ in range(int(req.get("warmup", 2))):
+                call(inputs)
+            if gpu:
+                torch.cuda.synchronize()
+            for _ in range(int(req.get("calls", 1))):
+                if gpu:
+                    torch.cuda.nvtx.range_push(str(req.get("nvtx", "ctxkernel_candidate")))
+                call(inputs)
+                if gpu:
+                    torch.cuda.synchronize()
+                    torch.cuda.nvtx.range_pop()
+            result = {"ok": True, "integrity": worker.integrity()}
+    except BaseException:
+        result["error"] = {"message": traceback.format_exc()[-4000:]}
+    with open(request_path + ".result", "w") as fh:
+        json.dump(result, fh, default=str)
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
