@@ -1,7 +1,7 @@
 """The ladder's view of a worker: ``WorkerSession`` (``request`` / ``close`` / ``logs``), its
 ``Reply``, and ``WorkerGone`` when it died or was killed.
 
-A local process (``runner.LocalSession``), a pool slot, an SSH host or a Ray actor: the
+A local process (``local.LocalSession``), a pool slot, an SSH host or a Ray actor: the
 rungs talk to any of them through this protocol only.
 """
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..runner import RunOptions, harness_root
+from ..process.workerenv import harness_root
+from ..runner import RunOptions
 from .base import (
     LOCAL_ONLY,
     RunnerError,

@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..process import cleanup, sandbox
 from ..process.cleanup import kill_processes_under
+from ..process.local import describe_exit
+from ..process.workerenv import harness_root
 from ..redact import looks_secret
-from ..runner import RunOptions, describe_exit, harness_root
+from ..runner import RunOptions
 from .base import (
     DEFAULT_ATTEMPTS,
     Job,

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from ..runner import RunOptions, harness_root
+from ..process.workerenv import harness_root
+from ..runner import RunOptions
 from .base import (
     DEFAULT_ATTEMPTS,
     Job,

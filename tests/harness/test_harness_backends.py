@@ -14,7 +14,7 @@ from harness.backends import Backend, LaunchCounter, backend_names, get_backend
 from harness.problems.candidate import load_candidate
 from harness.problems.policy import Policy
 from harness.problems.problem import load_problem
-from harness.runner import scrubbed_env
+from harness.process.workerenv import scrubbed_env
 from harness.staticscan import scan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -100,7 +100,7 @@ def test_kernel_recorder_sees_a_kernel_on_the_gpu() -> None:
 
 _PROBE = """
 import sys, torch
-from harness.worker.serve import kernelrecords
+from harness.worker import kernelrecords
 from harness.problems import library_share
 if sys.argv[1] == "ours" and torch.cuda.is_available():  # what the worker and the witness use
     with kernelrecords.cuda_profiler(), library_share.kernel_profiler():

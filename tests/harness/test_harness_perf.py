@@ -23,7 +23,7 @@ from harness.perf.ceilings import Ceilings
 from harness.problems.problem import load_problem
 from harness.runner import LocalRunner, RunOptions, check
 from harness.verdict import RungResult, Verdict
-from harness.worker.serve import timing
+from harness.worker import timing
 
 REPO = Path(__file__).resolve().parents[2]
 H200 = Ceilings(
@@ -659,8 +659,9 @@ def test_worker_bench_request_glue_on_a_simulated_gpu(
 ) -> None:
     """``bench`` and ``bench_sample`` as the worker answers them: inputs generated from the
     key's seeds, the warm-up under the op recorder, kept outputs sampled on request."""
+    from harness.worker import benchworker
     from harness.worker.guards import OpRecorder
-    from harness.worker.serve import Worker, benchworker
+    from harness.worker.serve import Worker
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
@@ -708,14 +709,15 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
     """The parent's side (requests, re-checks, reference timing, ceilings, roofline) against
     workers answering in-process on the simulated clock."""
     from harness.problems.candidate import load_candidate
+    from harness.process.session import Reply
     from harness.rungs.benchmark import BenchmarkRung
     from harness.rungs.context import LadderContext
     from harness.rungs.ladder import summarize
     from harness.rungs.results import Earlier, Roofline, Timings
     from harness.rungs.roofline import RooflineRung
-    from harness.runner import Reply
+    from harness.worker import benchworker
     from harness.worker.guards import OpRecorder
-    from harness.worker.serve import Worker, benchworker
+    from harness.worker.serve import Worker
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     problem = load_problem(EXAMPLES / "vector_add")

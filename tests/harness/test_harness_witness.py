@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from harness.perf.benchstats import StopRule
+from harness.worker import witness
 from harness.worker.kernelrecords import KernelRecord
-from harness.worker.serve import witness
 
 SPIN = "at::cuda::(anonymous namespace)::spin_kernel(long)"
 

@@ -11,11 +11,12 @@ import pytest
 
 from harness.problems.candidate import load_candidate
 from harness.problems.problem import load_problem
+from harness.process.session import Reply, WorkerGone
 from harness.rungs.context import LadderContext
 from harness.rungs.ladder import Ladder
 from harness.rungs.results import Earlier, ShapeTiming, Timings, TraceReport
 from harness.rungs.trace import TraceRung
-from harness.runner import LocalRunner, Reply, RunOptions, WorkerGone, check
+from harness.runner import LocalRunner, RunOptions, check
 from harness.tracing.buffers import parse_buffers
 from harness.tracing.proton import parse_chrome_trace
 from harness.verdict import RungResult, Verdict

@@ -1,0 +1,508 @@
+"""``LocalSession``: a worker as a child process of this one, and ``run_oneshot``.
+
+``LocalSession`` spawns ``python -m harness.worker`` (or forks it from the warm template,
+``templates.py``) through the sandbox (``sandbox.py``: a PID namespace of its own where
+the machine allows one, and ``PR_SET_PDEATHSIG`` so it dies with its check) in its own
+process group, its own temp dir as cwd, a scrubbed environment (no secrets, no
+``CTXKERNEL_*``, every backend's caches inside the temp dir), a wall-clock timeout per
+request, a memory cap (RLIMIT_AS set by the worker on CPU; an RSS watchdog here, since
+RLIMIT_AS breaks CUDA), and turns a hang, a crash or an early exit into a ``WorkerGone``
+with a reason ("crashed with SIGSEGV", "timed out after 20 s", "worker exited with status
+0 before reporting a result").
+
+The load request has two limits: the worker's own start-up (interpreter, torch, CUDA
+context: ``startup_timeout_s``) ends when the worker says it is about to import the
+candidate, and from there the candidate's import has the request's timeout (``--timeout``,
+or a backend's floor for builds that need minutes). Within any request, time the worker
+reports compiling (interim ``compile`` frames, ``harness/worker/jitclock.py``) pauses the run
+budget, up to a compile budget per worker (``first_call_timeout_s``, twice over).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..options import RunOptions, memory_cap_for
+from ..worker.jitclock import CompileClock
+from . import channel, cleanup, sandbox, templates
+from .session import Reply, WorkerGone
+from .workerenv import scrubbed_env
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["LocalSession", "describe_exit", "run_oneshot"]
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "worker is still running"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"crashed with {name}"
+    return f"worker exited with status {returncode} before reporting a result"
+
+
+class LocalSession:
+    """A worker process on this machine, spoken to over two pipes: forked from this
+    process's warm template (``templates.py``) when it can be, else spawned."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        logdir: Path,
+        device: str,
+        options: RunOptions,
+        env_extra: dict[str, str],
+        tag: str = "",
+        keep_paths: Sequence[str | Path] = (),
+        backend: str = "",
+    ) -> None:
+        self.workdir = workdir
+        self.logdir = logdir
+        self.device = device
+        cap = memory_cap_for(device, options)
+        self.memory_cap = cap
+        self.disk_cap = int(options.disk_cap_gib * (1 << 30))
+        self._disk_checked = 0.0
+        self._gone: WorkerGone | None = None
+        self.startup_timeout_s = options.startup_timeout_s
+        self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
+        self.isolation = sandbox.isolation()
+        if self.isolation.mode == "none":
+            sandbox.harden_parent()
+        name = f"worker-{tag}" if tag else "worker"
+        self.stdout_path = logdir / f"{name}.stdout.log"
+        self.stderr_path = logdir / f"{name}.stderr.log"
+        python = options.python or sys.executable
+        env = scrubbed_env(workdir, env_extra)
+        keep = sandbox.worker_paths(workdir, *keep_paths) if self.isolation.private_tmp else None
+        self.walls: dict[str, Any] = {
+            "writable": str(workdir),
+            "hidden": sandbox.parent_folders(),
+            "on": list(self.isolation.walls),
+        }
+        self.started_by = "spawned"
+        self.warm_note = ""
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.proc: Any = None
+        self.worker_pid: int | None = None
+        template = None
+        if options.warm and not templates.needs_fresh_interpreter(env_extra):
+            try:
+                template = templates.template_for(python, env_extra, backend)
+            except (OSError, templates.TemplateError) as exc:
+                self.warm_note = f"no warm template: {exc}"
+        if template is not None:
+            try:
+                self.proc = template.fork(
+                    workdir,
+                    env,
+                    self.stdout_path,
+                    self.stderr_path,
+                    device,
+                    cap if device == "cpu" else 0,
+                    self.isolation.mode,
+                    keep,
+                    (to_worker_r, from_worker_w),
+                    self.startup_timeout_s,
+                    self.walls,
+                )
+                self.started_by = "template"
+            except templates.TemplateError as exc:
+                self.warm_note = f"the warm template could not fork a worker: {exc}"
+                to_worker_r, to_worker_w = _renew(to_worker_w)
+                from_worker_w, from_worker_r = _renew(from_worker_r, reader=False)
+        if self.proc is not None:
+            cleanup.track(self.proc.pid)
+            self.worker_pid = self.proc.read_pid(self.startup_timeout_s)
+        else:
+            self.worker_pid = self._spawn(
+                python, env, keep, (to_worker_r, from_worker_w), workdir, device, cap
+            )
+        if self.worker_pid is None:
+            self.kill()
+            self._gone = WorkerGone(
+                f"the sandbox could not start the worker ({self._launch_failure()})",
+                self.stderr_tail(),
+                self.proc.returncode,
+            )
+        self.end = channel.ParentEnd(to_worker_w, from_worker_r)
+        self.started = time.monotonic()
+
+    def _launch_failure(self) -> str:
+        """Why the launcher gave up, in its own words where it said (``ctxkernel sandbox:``
+        on the worker's stderr, or the warm template's status pipe), else how it ended."""
+        said = getattr(self.proc, "launch_error", "")
+        if not said:
+            lines = [ln for ln in self.stderr_tail().splitlines() if "ctxkernel sandbox:" in ln]
+            said = lines[-1].split("ctxkernel sandbox:", 1)[1].strip() if lines else ""
+        how = describe_exit(self.proc.returncode)
+        return f"{said}; {how}" if said else how
+
+    def _spawn(
+        self,
+        python: str,
+        env: dict[str, str],
+        keep: list[str] | None,
+        fds: tuple[int, int],
+        workdir: Path,
+        device: str,
+        cap: int,
+    ) -> int | None:
+        """``python -m harness.worker`` through the sandbox's launcher; the worker's PID."""
+        to_worker_r, from_worker_w = fds
+        pid_r, pid_w = os.pipe()
+        cmd = [
+            python,
+            "-m",
+            "harness.worker",
+            "--fd-in",
+            str(to_worker_r),
+            "--fd-out",
+            str(from_worker_w),
+            "--workdir",
+            str(workdir),
+            "--device",
+            device,
+            "--mem-cap",
+            str(cap if device == "cpu" else 0),
+        ]
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                sandbox.command(
+                    self.isolation.mode,
+                    cmd,
+                    pid_w,
+                    python=python,
+                    keep_paths=keep,
+                    writable=self.walls["writable"],
+                    hidden=self.walls["hidden"],
+                    walls_on=self.walls["on"],
+                ),
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(to_worker_r, from_worker_w, pid_w),
+                start_new_session=True,
+                close_fds=True,
+            )
+        cleanup.track(self.proc.pid)
+        for fd in (to_worker_r, from_worker_w, pid_w):
+            os.close(fd)
+        # the PID whose memory the watchdog reads (in a namespace: not the launcher's)
+        return sandbox.read_pid(pid_r, self.startup_timeout_s)
+
+    @property
+    def logs(self) -> dict[str, Path]:
+        return {"stdout": self.stdout_path, "stderr": self.stderr_path}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _tick(self) -> None:
+        if self.proc.poll() is not None:
+            raise channel.ChannelClosed("worker exited")
+        now = time.monotonic()
+        if now - self._disk_checked >= DISK_CHECK_EVERY_S:
+            self._disk_checked = now
+            used = _disk_bytes(self.workdir, self.disk_cap)
+            if used > self.disk_cap:
+                self.kill()
+                raise WorkerGone(
+                    f"wrote more than the disk cap into its temp folder ({used / 2**30:.2f} GiB "
+                    f"> {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed",
+                    self.stderr_tail(),
+                    self.proc.returncode,
+                )
+        rss = _rss_bytes(self.worker_pid or self.proc.pid)
+        if rss is not None and rss > self.memory_cap:
+            self.kill()
+            raise WorkerGone(
+                f"exceeded the memory cap ({rss / 2**30:.1f} GiB resident > {self.memory_cap / 2**30:.1f} GiB); killed",
+                self.stderr_tail(),
+                self.proc.returncode,
+            )
+
+    def request(
+        self,
+        header: dict[str, Any],
+        tensors: Sequence[torch.Tensor],
+        timeout_s: float,
+        max_reply_bytes: int,
+    ) -> Reply:
+        if self._gone is not None:
+            raise self._gone
+        # a load first waits for the worker's own start-up, then gives the candidate's
+        # import ``timeout_s`` from the moment the worker says it begins
+        loading = header.get("op") == "load"
+        limit = max(self.startup_timeout_s, timeout_s) if loading else timeout_s
+        deadline = time.monotonic() + limit
+        starting = loading
+        clock = self.compile_clock
+        try:
+            self.end.send(header, tensors, deadline, self._tick)
+            while True:  # interim frames: the import begins, a compile starts or ends
+                frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+                stage = frame.header.get("stage")
+                if stage == "import" and loading:
+                    starting = False
+                    deadline = time.monotonic() + timeout_s
+                elif stage == "compile":
+                    deadline = clock.on_frame(frame.header, deadline)
+                else:
+                    break
+        except channel.ChannelTimeout:
+            self.kill()
+            if starting and limit > timeout_s:
+                reason = f"the worker did not start within {limit:g} s (killed)"
+            elif clock.compiling:
+                reason = f"compiling took longer than {clock.budget_s:g} s (killed)"
+            else:
+                reason = f"timed out after {timeout_s:g} s (killed)"
+            self._gone = WorkerGone(reason, self.stderr_tail())
+            raise self._gone from None
+        except WorkerGone as gone:
+            self._gone = gone
+            raise
+        except channel.ChannelClosed:
+            returncode = self._wait_exit()
+            reason = describe_exit(returncode)
+            if returncode == sandbox.LAUNCH_FAILED:  # the sandbox's words, when it said why
+                said = self._launch_failure()
+                if said != reason:
+                    reason = f"the sandbox could not start the worker ({said})"
+            self._gone = WorkerGone(reason, self.stderr_tail(), returncode)
+            raise self._gone from None
+        except channel.ChannelError as exc:
+            self.kill()
+            self._gone = WorkerGone(f"the result channel was corrupted: {exc}", self.stderr_tail())
+            raise self._gone from None
+        if self.end.pending():
+            self.kill()
+            self._gone = WorkerGone(
+                "unexpected extra data on the result channel (something besides the harness wrote to it)",
+                self.stderr_tail(),
+            )
+            raise self._gone
+        return Reply(frame.header, frame.tensors)
+
+    def _wait_exit(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.worker_pid is not None and self.worker_pid != self.proc.pid:
+            # the launcher is gone; wait for the worker too, so its memory (a GPU's
+            # included) is free when the next worker starts
+            _wait_gone(self.worker_pid, 5.0)
+
+    def close(self) -> dict[str, Any]:
+        """Say goodbye, collect the last findings, and make sure nothing is left running."""
+        final: dict[str, Any] = {"integrity": []}
+        if self._gone is None and self.proc.poll() is None:
+            try:
+                reply = self.request({"op": "bye"}, [], timeout_s=10.0, max_reply_bytes=1 << 20)
+                final["integrity"] = list(reply.header.get("integrity", []))
+            except WorkerGone:
+                pass
+        try:  # the worker exits right after its goodbye (no interpreter teardown)
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()  # the process group: anything the candidate left behind goes too
+        cleanup.untrack(self.proc.pid)
+        self.end.close()
+        if isinstance(self.proc, templates.ForkedProcess):
+            self.proc.close()
+        final["returncode"] = self.proc.returncode
+        final["wall_s"] = time.monotonic() - self.started
+        return final
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-limit:].decode(errors="replace")
+
+
+def _renew(kept: int, reader: bool = True) -> tuple[int, int]:
+    """A fresh pipe for the end handed to a template that failed (it closed ours); the
+    other end ``kept`` is closed. Returns (the worker's end, ours)."""
+    os.close(kept)
+    r, w = os.pipe()
+    return (r, w) if reader else (w, r)
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    """Whether ``pid`` (not our child) exited, or became a zombie, within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        if stat.rsplit(")", 1)[-1].split()[:1] in (["Z"], ["X"]):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
+DISK_CHECK_EVERY_S = 0.5  # how often the watchdog weighs a worker's temp folder
+
+
+def _disk_bytes(root: Path, stop_above: int) -> int:
+    """Bytes allocated under ``root`` (symlinks not followed), counted until past
+    ``stop_above``."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += st.st_blocks * 512
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+        if total > stop_above:
+            break
+    return total
+
+
+def _rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def run_oneshot(
+    workdir: Path,
+    logdir: Path,
+    device: str,
+    options: RunOptions,
+    env_extra: dict[str, str],
+    request: dict[str, Any],
+    wrapper: Sequence[str],
+    timeout_s: float,
+    tag: str = "oneshot",
+    keep_paths: Sequence[str | Path] = (),
+) -> dict[str, Any]:
+    """Run ``python -m harness.worker --oneshot`` under ``wrapper`` (e.g. ncu), in the
+    candidate's temp dir with the worker's scrubbed environment; a separate process from
+    every timing worker. Returns the exit status, the log paths and the worker's result."""
+    import json
+
+    # the worker writes its result beside the request: in its own (writable) folder
+    request_path = workdir / f".{tag}.request.json"
+    request_path.write_text(json.dumps(request))
+    out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
+    cmd = [
+        *wrapper,
+        options.python or sys.executable,
+        "-m",
+        "harness.worker",
+        "--workdir",
+        str(workdir),
+        "--device",
+        device,
+        "--oneshot",
+        str(request_path),
+    ]
+    timed_out = False
+    isolation = sandbox.isolation()
+    # under a profiler the worker keeps CAP_SYS_ADMIN (the driver's counters need it), so
+    # it could unmount its /proc: this process is made non-dumpable first
+    mode = isolation.profiler_mode() if wrapper else isolation.mode
+    keep_admin = bool(wrapper) and mode == "pidns"
+    if mode == "none" or keep_admin:
+        sandbox.harden_parent()
+    pid_r, pid_w = os.pipe()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            sandbox.command(
+                mode,
+                cmd,
+                pid_w,
+                keep_admin=keep_admin,
+                keep_paths=sandbox.worker_paths(workdir, *keep_paths)
+                if isolation.private_tmp and mode != "none"
+                else None,
+                writable=str(workdir),
+                hidden=sandbox.parent_folders(),
+                profiler=bool(wrapper),
+                walls_on=isolation.walls,
+            ),
+            cwd=workdir,
+            env=scrubbed_env(workdir, env_extra),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            pass_fds=(pid_w,),
+            start_new_session=True,
+        )
+        os.close(pid_w)
+        cleanup.track(proc.pid)
+        sandbox.read_pid(pid_r, options.startup_timeout_s)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait(timeout=10)
+        cleanup.untrack(proc.pid)
+    result_path = Path(str(request_path) + ".result")
+    try:  # the worker wrote it: a regular file of sane size, or nothing
+        if not result_path.is_symlink() and result_path.stat().st_size <= 64 << 20:
+            result = json.loads(result_path.read_text())
+        else:
+            result = None
+    except (OSError, ValueError):
+        result = None
+    return {
+        "returncode": proc.returncode,
+        "timed_out": timed_out,
+        "stdout": out_path,
+        "stderr": err_path,
+        "result": result,
+    }
