@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from ..problems.candidate import Candidate
     from ..problems.policy import Policy
     from ..process.session import WorkerGone
-    from .inputs import Inputs
-    from .workers import CallRecord
+    from .inputs import Inputs, TrialInputs
 
 BACKGROUND = (
     "output changed after custom_kernel returned (work left on a side stream / background thread)"
@@ -64,6 +63,22 @@ class Findings:
 
     def __bool__(self) -> bool:
         return bool(self.messages)
+
+
+@dataclass
+class CallRecord:
+    """One request's outcome: per repeat an output tree of ``OutputLeaf``."""
+
+    inputs: TrialInputs
+    outputs: list[Any] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    inputs_after: Any = None
+    error: dict[str, Any] | None = None
+    gone: WorkerGone | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.gone is not None
 
 
 @dataclass

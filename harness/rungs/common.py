@@ -1,5 +1,4 @@
-"""Helpers more than one rung uses: why a call failed, whether an output is right, the
-device's ceilings.
+"""Helpers more than one rung uses: why a call failed, whether an output is right.
 
 Rungs import these (and the context's parts), never each other.
 
@@ -8,10 +7,7 @@ Rungs import these (and the context's parts), never each other.
 - ``check_output(ctx, record, output, reference)``: every element compared in the parent
   (``metrics.compare``), plus a GPU MODE problem's own ``check_implementation``, which
   decides dtype and tolerance there (ours is reported beside it, and NaN never passes);
-- ``scrub_paths(text)``: a message without the harness's own file paths;
-- ``DeviceCeilings``: the measured DRAM bandwidth and tensor-core throughput of this GPU,
-  from the cache (keyed by the GPU's identity, read in the parent) or measured once in the
-  harness-only worker, memoised for the check.
+- ``scrub_paths(text)``: a message without the harness's own file paths.
 """
 
 from __future__ import annotations
@@ -24,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..metrics import Comparison, compare
-from ..perf.ceilings import Ceilings, cache_key, from_measurement, load_cached, store
 from ..problems.problemspec import Tolerance
-from ..process.session import WorkerGone
 from .checks import OutputLeaf
 from .inputs import clone, flatten
 
@@ -38,8 +32,8 @@ _TIMEOUT_HINT = " (a smaller --shapes or a longer --timeout may help)"
 DEVICE_COMPARE_ELEMENTS = 1 << 22
 
 if TYPE_CHECKING:
+    from .checks import CallRecord
     from .context import LadderContext
-    from .workers import CallRecord, Workers
 
 
 def scrub_paths(text: str) -> str:
@@ -183,71 +177,3 @@ def _judged_dtype(got: torch.dtype, expected: torch.dtype) -> torch.dtype:
     if got == expected or not (got.is_floating_point and expected.is_floating_point):
         return expected
     return got if torch.finfo(got).eps > torch.finfo(expected).eps else expected
-
-
-class DeviceCeilings:
-    """This GPU's ceilings (``ceilings.py``), looked up or measured once per check."""
-
-    def __init__(self, workers: Workers) -> None:
-        self.workers = workers
-        self._found: Ceilings | None = None
-        self.source = ""
-
-    def _identity(self) -> dict[str, Any] | None:
-        """The GPU's identity (the cache key): read here, in the parent, which holds the
-        same GPU as its workers (its references run there; a pool slot pins both to one);
-        asked of the harness-only worker only where the parent has no GPU. Never of a
-        candidate's worker: what it reported could be forged."""
-        if torch.cuda.is_available():
-            from ..perf.ceilings import device_identity
-
-            try:
-                return device_identity()
-            except Exception:  # the parent's CUDA failed: the worker's reading
-                pass
-        try:
-            session, reply = self.workers.aux("reference")
-        except WorkerGone:
-            return None
-        if reply.get("error"):
-            return None
-        try:
-            answer = session.request({"op": "identity"}, [], 60.0, 1 << 20).header
-        except WorkerGone:
-            return None
-        return answer.get("identity") if answer.get("ok") else None
-
-    def cached(self) -> Ceilings | None:
-        """The ceilings if known (this check or the cache file); never measures."""
-        if self._found is not None:
-            return self._found
-        identity = self._identity()
-        if identity is None:
-            return None
-        found = load_cached(cache_key(identity))
-        if found is not None:
-            self._found, self.source = found, "cached"
-        return found
-
-    def get(self) -> tuple[Ceilings | None, str]:
-        """Cached ceilings, else measured now in the harness-only worker (a few seconds);
-        with where they came from, or why there are none."""
-        found = self.cached()
-        if found is not None:
-            return found, self.source
-        try:
-            session, reply = self.workers.aux("reference")
-            if reply.get("error"):
-                return None, "the harness worker could not start"
-            answer = session.request({"op": "ceilings"}, [], 600.0, 1 << 20).header
-        except WorkerGone as gone:
-            return None, f"measuring the ceilings failed: {gone.reason}"
-        if not answer.get("ok"):
-            return None, f"measuring the ceilings failed: {str(answer.get('harness_error'))[-300:]}"
-        ceilings = from_measurement(answer["result"])
-        try:
-            store(ceilings)
-        except OSError:
-            pass
-        self._found, self.source = ceilings, "measured now"
-        return ceilings, self.source

@@ -9,8 +9,9 @@ recorded ops to both). Parts, one job each:
 - ``workers`` (``workers.py``): every request to the ladder's worker and the auxiliary ones;
 - ``checks`` (``checks.py``): what each reply is checked for, into ``findings`` (integrity);
 
-and ``ceilings`` (``common.DeviceCeilings``), the device's measured ceilings, looked up at
-most once. What one rung gives the next is not kept here: it is the rung's typed result
+and ``ceilings`` (``DeviceCeilings``), the device's measured DRAM bandwidth and tensor-core
+throughput, from the cache (keyed by the GPU's identity, read in the parent) or measured
+once in the harness-only worker. What one rung gives the next is not kept here: it is the rung's typed result
 (``results.py``), which the ladder hands on in ``Earlier``.
 """
 
@@ -19,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..backends import get_backend
+from ..perf.ceilings import Ceilings, cache_key, from_measurement, load_cached, store
 from ..problems.library import LibraryRules
 from ..problems.policy import Policy
+from ..process.session import WorkerGone
 from .checks import Findings, OutputChecks
-from .common import DeviceCeilings
 from .inputs import Inputs
 from .workers import SessionFactory, Workers
 
@@ -31,6 +35,74 @@ if TYPE_CHECKING:
     from ..options import RunOptions
     from ..problems.candidate import Candidate
     from ..problems.problem import Problem
+
+
+class DeviceCeilings:
+    """This GPU's ceilings (``ceilings.py``), looked up or measured once per check."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+        self._found: Ceilings | None = None
+        self.source = ""
+
+    def _identity(self) -> dict[str, Any] | None:
+        """The GPU's identity (the cache key): read here, in the parent, which holds the
+        same GPU as its workers (its references run there; a pool slot pins both to one);
+        asked of the harness-only worker only where the parent has no GPU. Never of a
+        candidate's worker: what it reported could be forged."""
+        if torch.cuda.is_available():
+            from ..perf.ceilings import device_identity
+
+            try:
+                return device_identity()
+            except Exception:  # the parent's CUDA failed: the worker's reading
+                pass
+        try:
+            session, reply = self.workers.aux("reference")
+        except WorkerGone:
+            return None
+        if reply.get("error"):
+            return None
+        try:
+            answer = session.request({"op": "identity"}, [], 60.0, 1 << 20).header
+        except WorkerGone:
+            return None
+        return answer.get("identity") if answer.get("ok") else None
+
+    def cached(self) -> Ceilings | None:
+        """The ceilings if known (this check or the cache file); never measures."""
+        if self._found is not None:
+            return self._found
+        identity = self._identity()
+        if identity is None:
+            return None
+        found = load_cached(cache_key(identity))
+        if found is not None:
+            self._found, self.source = found, "cached"
+        return found
+
+    def get(self) -> tuple[Ceilings | None, str]:
+        """Cached ceilings, else measured now in the harness-only worker (a few seconds);
+        with where they came from, or why there are none."""
+        found = self.cached()
+        if found is not None:
+            return found, self.source
+        try:
+            session, reply = self.workers.aux("reference")
+            if reply.get("error"):
+                return None, "the harness worker could not start"
+            answer = session.request({"op": "ceilings"}, [], 600.0, 1 << 20).header
+        except WorkerGone as gone:
+            return None, f"measuring the ceilings failed: {gone.reason}"
+        if not answer.get("ok"):
+            return None, f"measuring the ceilings failed: {str(answer.get('harness_error'))[-300:]}"
+        ceilings = from_measurement(answer["result"])
+        try:
+            store(ceilings)
+        except OSError:
+            pass
+        self._found, self.source = ceilings, "measured now"
+        return ceilings, self.source
 
 
 class LadderContext:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from .workers import CallRecord
+    from .checks import CallRecord
 
 T = TypeVar("T")
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from ..backends import snapshot_imports
 from ..process import channel
 from ..process.session import WorkerGone, WorkerSession
 from ..worker.compiled import mentions_torch_compile
-from .checks import Findings, OutputChecks, OutputLeaf
+from .checks import CallRecord, Findings, OutputChecks, OutputLeaf
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -36,22 +35,6 @@ if TYPE_CHECKING:
     from ..problems.policy import Policy
     from ..problems.problem import Problem
     from .inputs import Inputs, TrialInputs
-
-
-@dataclass
-class CallRecord:
-    """One request's outcome: per repeat an output tree of ``OutputLeaf``."""
-
-    inputs: TrialInputs
-    outputs: list[Any] = field(default_factory=list)
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    inputs_after: Any = None
-    error: dict[str, Any] | None = None
-    gone: WorkerGone | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None or self.gone is not None
 
 
 def _decode_output(node: Any, tensors: list[torch.Tensor]) -> Any:

@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from ..worker.serve import Worker
+    from ..worker.state import WorkerState
 
 FLUSH_BYTES = 256 << 20
 DEFAULT_TIME_CALLS = 20
 
 
 def handle_trace(
-    worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]
+    worker: WorkerState, req: dict[str, Any], tensors: list[torch.Tensor]
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     try:
         return _handle(worker, req)
@@ -53,7 +53,7 @@ def handle_trace(
         }, []
 
 
-def _fail(worker: Worker, message: str, **extra: Any) -> tuple[dict[str, Any], list[Any]]:
+def _fail(worker: WorkerState, message: str, **extra: Any) -> tuple[dict[str, Any], list[Any]]:
     return {
         "ok": False,
         "op": "trace",
@@ -63,7 +63,7 @@ def _fail(worker: Worker, message: str, **extra: Any) -> tuple[dict[str, Any], l
     }, []
 
 
-def _handle(worker: Worker, req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+def _handle(worker: WorkerState, req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     import torch
 
     from ..backends import get_backend
@@ -120,7 +120,7 @@ def _handle(worker: Worker, req: dict[str, Any]) -> tuple[dict[str, Any], list[A
 # -- Triton: Proton ----------------------------------------------------------------------
 
 
-def _quiet_harness_changes(worker: Worker) -> None:
+def _quiet_harness_changes(worker: WorkerState) -> None:
     """Proton's hooks are the harness's doing, not the candidate's: names they touched
     are not reported as candidate patches."""
     snapshot = getattr(worker, "snapshot", None)
@@ -129,7 +129,7 @@ def _quiet_harness_changes(worker: Worker) -> None:
 
 
 def _trace_proton(
-    worker: Worker,
+    worker: WorkerState,
     call: Any,
     inputs: Any,
     warmup: int,

@@ -1,6 +1,7 @@
 """The worker's GPU requests beyond ``call``: timing, re-check samples, ceilings, artifacts.
 
-Kept apart from ``worker.py`` (the request loop and the guarded ``call``). Requests:
+Kept apart from ``serve.py`` (the request loop, its op table and the guarded ``call``);
+each handler is given the worker as a ``WorkerState`` (``state.py``). Requests:
 
 - ``bench``: time the entry point with ``timing.Bench`` on inputs generated *here*, on the
   device, from seeds derived from the key the parent sends just before (nothing large
@@ -27,7 +28,7 @@ from . import timing
 from .timing import Bench, BenchConfig, bench_seed, escape_findings, leaves, tensor_bytes
 
 if TYPE_CHECKING:
-    from .serve import Worker
+    from .state import WorkerState
 
 _Tensor = torch.Tensor
 _MAX_SAMPLE_ELEMENTS = 1 << 25
@@ -41,7 +42,7 @@ def input_sets_for(working_set: int, l2: int) -> int:
     return max(1, min(8, math.ceil(2 * l2 / working_set)))
 
 
-def _guarded_call(worker: Worker, entry: Any) -> Any:
+def _guarded_call(worker: WorkerState, entry: Any) -> Any:
     guard = worker.guard
     model = worker.entry_kind == "model"
 
@@ -58,7 +59,7 @@ def _guarded_call(worker: Worker, entry: Any) -> Any:
     return call
 
 
-def _recorded(worker: Worker, call: Any) -> Any:
+def _recorded(worker: WorkerState, call: Any) -> Any:
     """The warm-up calls run under the op recorder: a forbidden library op used only when
     benchmarked is reported like one in the correctness calls."""
     recorder = worker.recorder
@@ -79,7 +80,7 @@ def _recorded(worker: Worker, call: Any) -> Any:
     return warm
 
 
-def _reference_call(worker: Worker, shape: dict[str, Any]) -> Any:
+def _reference_call(worker: WorkerState, shape: dict[str, Any]) -> Any:
     from ..problems.precision import reference_precision
 
     problem = worker.problem
@@ -100,7 +101,7 @@ def _reference_call(worker: Worker, shape: dict[str, Any]) -> Any:
 
 
 def handle_bench(
-    worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]
+    worker: WorkerState, req: dict[str, Any], tensors: list[torch.Tensor]
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     from ..backends import get_backend
 
@@ -170,7 +171,7 @@ def handle_bench(
 
 
 def handle_sample(
-    worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]
+    worker: WorkerState, req: dict[str, Any], tensors: list[torch.Tensor]
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """Gather the elements the parent picked from kept outputs (flat indices per leaf)."""
     out: list[torch.Tensor] = []
@@ -202,7 +203,7 @@ def handle_sample(
     return {"ok": True, "op": "bench_sample", "picks": picks}, out
 
 
-def handle_identity(worker: Worker, req: dict[str, Any]) -> dict[str, Any]:
+def handle_identity(worker: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     from ..perf.ceilings import device_identity
 
     if worker.device != "cuda":
@@ -210,7 +211,7 @@ def handle_identity(worker: Worker, req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "op": "identity", "identity": device_identity()}
 
 
-def handle_ceilings(worker: Worker, req: dict[str, Any]) -> dict[str, Any]:
+def handle_ceilings(worker: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     from ..perf.ceilings import measure
 
     if worker.device != "cuda":
@@ -226,7 +227,7 @@ def handle_ceilings(worker: Worker, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def handle_artifacts(
-    worker: Worker, req: dict[str, Any]
+    worker: WorkerState, req: dict[str, Any]
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     from .artifacts import collect
 

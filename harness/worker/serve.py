@@ -15,7 +15,12 @@ environment. Protocol (one reply per request, strictly in order):
 - ``bye``: final integrity findings, then exit 0.
 - ``bench``, ``bench_sample``, ``identity``, ``ceilings``, ``artifacts``: see
   ``benchworker.py`` (timing on inputs generated here from seeds, samples of timed
-  outputs for the parent to re-check, device ceilings, compiled artefacts).
+  outputs for the parent to re-check, device ceilings, compiled artefacts); ``trace``:
+  ``tracing/collect.py``. These handlers are given the worker as a ``WorkerState``
+  (``state.py``), and an exception in one is answered as the harness's error.
+
+``OPS`` is the one table of requests (op name -> handler); an op not in it is answered
+with an error and the worker serves on.
 
 A ``load`` may name the problem (``problem: {path}``): it is loaded before the candidate,
 for ``generate_input`` only (its module is dropped from ``sys.modules``), so benchmarks
@@ -41,6 +46,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,7 +56,7 @@ from ..problems.library import is_compute, op_stem
 from ..problems.library_share import kernel_profiler as _kernel_profiler
 from ..problems.library_share import kernel_records
 from ..process import channel
-from . import jitclock, timing
+from . import benchworker, jitclock, timing
 from .compiled import forbidden_compiled
 from .compiled import prepare as prepare_torch_compile
 from .freshness import OutputHistory, fresh_slots
@@ -62,6 +68,7 @@ from .guards import (
     settle,
     snapshot_harness_modules,
 )
+from .state import WorkerState
 
 _Tensor = torch.Tensor  # captured before any candidate code runs
 _type = type
@@ -141,29 +148,25 @@ class Worker:
     # -- protocol ----------------------------------------------------------------------
 
     def serve(self) -> int:
+        """Answer requests until ``bye`` or the channel closes; 4 when a request left the
+        device context unusable (e.g. an illegal access)."""
         while True:
             try:
                 frame = self.end.recv()
             except channel.ChannelClosed:
                 return 0
             op = frame.header.get("op")
-            if op == "load":
-                self.end.send(*self.load(frame.header))
-            elif op == "call":
-                self.end.send(*self.call(frame.header, frame.tensors))
-                if self.dead:
-                    return 4  # the device context is unusable after e.g. an illegal access
-            elif op in _EXTRA_OPS:
-                self.end.send(*self.extra(str(op), frame.header, frame.tensors))
-                if self.dead:
-                    return 4
-            elif op == "bye":
-                self.end.send({"ok": True, "op": "bye", "integrity": self.integrity()})
-                return 0
-            else:
+            handler = OPS.get(op) if isinstance(op, str) else None
+            if handler is None:
                 self.end.send(
                     {"ok": False, "op": str(op), "harness_error": f"unknown request {op!r}"}
                 )
+                continue
+            self.end.send(*handler(self, frame.header, frame.tensors))
+            if op == "bye":
+                return 0
+            if self.dead:
+                return 4
 
     # -- load --------------------------------------------------------------------------
 
@@ -290,28 +293,6 @@ class Worker:
                 if name.startswith("_ctxkernel_"):
                     sys.modules.pop(name, None)
         return None
-
-    def extra(
-        self, op: str, req: dict[str, Any], tensors: list[torch.Tensor]
-    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        from . import benchworker
-
-        try:
-            if op == "bench":
-                return benchworker.handle_bench(self, req, tensors)
-            if op == "bench_sample":
-                return benchworker.handle_sample(self, req, tensors)
-            if op == "identity":
-                return benchworker.handle_identity(self, req), []
-            if op == "ceilings":
-                return benchworker.handle_ceilings(self, req), []
-            if op == "trace":  # trace rung (issue 8)
-                from ..tracing.collect import handle_trace
-
-                return handle_trace(self, req, tensors)
-            return benchworker.handle_artifacts(self, req)
-        except Exception:
-            return {"ok": False, "op": op, "harness_error": traceback.format_exc()[-4000:]}, []
 
     def environment(self, backend_env: dict[str, object]) -> dict[str, object]:
         env: dict[str, object] = {
@@ -673,7 +654,47 @@ class Worker:
         }
 
 
-_EXTRA_OPS = ("bench", "bench_sample", "identity", "ceilings", "artifacts", "trace")
+Reply = tuple[dict[str, Any], list[torch.Tensor]]
+Handler = Callable[[Worker, dict[str, Any], list[torch.Tensor]], Reply]
+
+
+def _caught(
+    op: str, handler: Callable[[WorkerState, dict[str, Any], list[torch.Tensor]], Reply]
+) -> Handler:
+    """A request beside ``load`` and ``call``: an exception in it is the harness's error,
+    answered, and the worker serves on."""
+
+    def run(worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]) -> Reply:
+        try:
+            return handler(worker, req, tensors)
+        except Exception:
+            return {"ok": False, "op": op, "harness_error": traceback.format_exc()[-4000:]}, []
+
+    return run
+
+
+def _trace(worker: WorkerState, req: dict[str, Any], tensors: list[torch.Tensor]) -> Reply:
+    from ..tracing.collect import handle_trace  # only a trace worker pays for it
+
+    return handle_trace(worker, req, tensors)
+
+
+def _bye(worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]) -> Reply:
+    return {"ok": True, "op": "bye", "integrity": worker.integrity()}, []
+
+
+# Every request the worker answers, by ``op``; any other op is answered with an error.
+OPS: dict[str, Handler] = {
+    "load": lambda worker, req, tensors: worker.load(req),
+    "call": Worker.call,
+    "bench": _caught("bench", benchworker.handle_bench),
+    "bench_sample": _caught("bench_sample", benchworker.handle_sample),
+    "identity": _caught("identity", lambda w, req, _: (benchworker.handle_identity(w, req), [])),
+    "ceilings": _caught("ceilings", lambda w, req, _: (benchworker.handle_ceilings(w, req), [])),
+    "artifacts": _caught("artifacts", lambda w, req, _: benchworker.handle_artifacts(w, req)),
+    "trace": _caught("trace", _trace),  # trace rung
+    "bye": _bye,
+}
 
 
 def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:
@@ -811,9 +832,7 @@ def oneshot(request_path: str, workdir: str, device: str) -> int:
             shape = dict(req.get("shape") or {})
             inputs = problem.generate_input(int(req.get("seed", 1)), shape, device)
             entry = worker.get_entry(None, [])
-            from .benchworker import _guarded_call
-
-            call = _guarded_call(worker, entry)
+            call = benchworker._guarded_call(worker, entry)
             gpu = device == "cuda"
             for _ in range(int(req.get("warmup", 2))):
                 call(inputs)

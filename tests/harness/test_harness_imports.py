@@ -1,9 +1,14 @@
 """The harness's import graph, read from the source (``ast``): no cycles, and the walls hold.
 
 An edge is every ``import`` of a harness module, inside functions too (a cycle closed by a
-function-level import is still a cycle); imports under ``if TYPE_CHECKING:`` are not
-edges. Importing ``harness.a.b`` also runs ``harness.a`` (its package), so that is an edge
-as well, except to the importer's own packages (already loaded before it)."""
+function-level import is still a cycle) and under ``if TYPE_CHECKING:`` too (a type-only
+cycle is still two modules that cannot be read apart). Importing ``harness.a.b`` also runs
+``harness.a`` (its package), so that is an edge as well, except to the importer's own
+packages (already loaded before it).
+
+The walls are the folders: ``harness/worker/`` (what runs beside the candidate) reaches
+nothing of the ladder, the runners, the CLI or the check server; ``problems/``, ``perf/``
+and ``process/`` reach nothing of the ladder, the runners, the CLI or the server either."""
 
 from __future__ import annotations
 
@@ -16,19 +21,23 @@ HARNESS = REPO / "harness"
 # Cycles not broken yet, each with the reason it is still allowed: none. A cycle not listed
 # here fails the test, and so does a listed one that is gone.
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-WORKER_SIDE = (
-    "harness.worker.serve",
-    "harness.worker.benchworker",
-    "harness.worker.guards",
-    "harness.tracing.collect",
-)
+# the ladder and what drives it: the parent's top, which the rooms below never reach
 LADDER_SIDE = (
     "harness.rungs",
     "harness.runner",
     "harness.runners",
-    "harness.verdict",
     "harness.cli",
+    "harness.server",
 )
+# rooms and what they may not reach (a module or its submodules)
+WALLS: dict[str, tuple[str, ...]] = {
+    "harness.worker": (*LADDER_SIDE, "harness.verdict"),
+    "harness.tracing.collect": (*LADDER_SIDE, "harness.verdict"),  # the worker's trace request
+    "harness.backends": (*LADDER_SIDE, "harness.verdict"),  # imported by the worker
+    "harness.problems": LADDER_SIDE,
+    "harness.perf": LADDER_SIDE,
+    "harness.process": LADDER_SIDE,
+}
 RETRIEVAL = {"ctxkernel", "chromadb", "sentence_transformers", "bm25s", "anthropic", "mcp"}
 
 
@@ -50,14 +59,19 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(module: str, package: bool, tree: ast.Module) -> list[str]:
-    """Dotted names this module imports at run time (``TYPE_CHECKING`` blocks left out)."""
-    skipped = {
-        id(sub)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and _type_checking(node)
-        for sub in ast.walk(node)
-    }
+def _imports(module: str, package: bool, tree: ast.Module, type_only: bool = True) -> list[str]:
+    """Dotted names this module imports (``TYPE_CHECKING`` blocks left out unless
+    ``type_only``)."""
+    skipped = (
+        set()
+        if type_only
+        else {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _type_checking(node)
+            for sub in ast.walk(node)
+        }
+    )
     names: list[str] = []
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -76,11 +90,11 @@ def _imports(module: str, package: bool, tree: ast.Module) -> list[str]:
     return names
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_only: bool = True) -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, package) in modules.items():
-        for target in _imports(name, package, ast.parse(path.read_text())):
+        for target in _imports(name, package, ast.parse(path.read_text()), type_only):
             parts = target.split(".")
             for cut in range(len(parts), 0, -1):
                 dep = ".".join(parts[:cut])
@@ -150,23 +164,26 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones() -> None:
+def test_the_graph_sees_function_level_and_type_checking_imports() -> None:
     graph = import_graph()
     assert (
         "harness.problems.importers.gpumode" in graph["harness.problems.problem"]
-    )  # inside load_problem
-    assert (
-        "harness.worker.serve" not in graph["harness.worker.benchworker"]
-    )  # only under TYPE_CHECKING
+    )  # in load_problem
+    assert "harness.worker.timing" in graph["harness.worker.benchworker"]
+    assert "harness.worker.state" in graph["harness.worker.benchworker"]  # type-only
+    assert "harness.worker.state" not in import_graph(type_only=False)["harness.worker.benchworker"]
     assert "harness.backends" not in graph["harness.backends.triton"]  # its own package
     assert "harness.tracing" in graph["harness.backends.cutedsl"]  # importing tracing.cute_trace
+    assert "harness.worker" not in graph["harness.worker.serve"]  # its own package: no edge
     assert {frozenset({"a", "b"})} == set(cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}))
 
 
 def test_no_import_cycles_in_the_harness() -> None:
-    """Regression (issue 13): runner <-> every rung, worker <-> benchworker <-> tracing,
+    """Regression: runner <-> every rung, worker <-> benchworker <-> tracing,
     problem <-> importers and ck_trace <-> cute_trace were cycles closed by imports inside
-    functions."""
+    functions; worker <-> benchworker <-> tracing/collect (the handlers' ``Worker`` type),
+    rungs/checks <-> rungs/workers (``CallRecord``) and rungs/common <-> rungs/context
+    (``DeviceCeilings``) were cycles of type-only imports."""
     found = set(cycles(import_graph()))
     new = [sorted(c) for c in found if c not in KNOWN_CYCLES]
     assert new == [], f"import cycles: {new}"
@@ -174,14 +191,45 @@ def test_no_import_cycles_in_the_harness() -> None:
     assert gone == [], f"no longer a cycle, drop it from KNOWN_CYCLES: {gone}"
 
 
-def test_the_worker_side_imports_nothing_of_the_ladder() -> None:
-    """The code that runs beside the candidate needs none of the parent's ladder (it used to
-    import rungs/context.py for reference_precision)."""
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_each_room_reaches_nothing_behind_its_walls() -> None:
+    """Read from the folders: every module under a room, and everything it reaches, type-only
+    imports included (the worker side used to import rungs/context.py for
+    reference_precision)."""
     graph = import_graph()
-    for start in WORKER_SIDE:
-        reached = reachable(graph, start)
-        bad = sorted(m for m in reached if m.startswith(LADDER_SIDE))
-        assert bad == [], f"{start} reaches {bad}"
+    crossed = {}
+    for room, forbidden in WALLS.items():
+        members = [m for m in graph if _in(m, (room,))]
+        assert members, f"{room}: no such room"
+        for start in members:
+            bad = sorted(m for m in reachable(graph, start) if _in(m, forbidden))
+            if bad:
+                crossed[start] = bad
+    assert crossed == {}
+
+
+def test_the_launcher_imports_nothing_of_the_harness() -> None:
+    """``process/sandbox.py`` is run by path (``python -I -S .../sandbox.py``) and loads
+    ``walls.py`` by path from its own folder: at module level both import only the
+    standard library (the harness's imports live inside the parent's functions)."""
+    for name in ("sandbox.py", "walls.py"):
+        tree = ast.parse((HARNESS / "process" / name).read_text())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        relative = [ast.unparse(n) for n in top if isinstance(n, ast.ImportFrom) and n.level]
+        absolute = [
+            ast.unparse(n)
+            for n in top
+            if (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "harness")
+            or (
+                isinstance(n, ast.Import)
+                and any(a.name.split(".")[0] == "harness" for a in n.names)
+            )
+        ]
+        assert relative == [] and absolute == [], name
+    assert (HARNESS / "process" / "walls.py").is_file()
 
 
 def test_the_harness_never_imports_the_retrieval_stack() -> None:

@@ -717,7 +717,7 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
     from harness.rungs.roofline import RooflineRung
     from harness.worker import benchworker
     from harness.worker.guards import OpRecorder
-    from harness.worker.serve import Worker
+    from harness.worker.serve import OPS, Worker
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     problem = load_problem(EXAMPLES / "vector_add")
@@ -757,7 +757,7 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
                 return Reply({"ok": True, "result": measured})
             if op == "bye":
                 return Reply({"ok": True, "integrity": []})
-            answer, out = self.worker.extra(op, header, list(tensors))
+            answer, out = OPS[op](self.worker, header, list(tensors))
             return Reply(answer, out)
 
         def close(self) -> dict[str, Any]:

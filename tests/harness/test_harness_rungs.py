@@ -13,13 +13,12 @@ import torch
 
 from harness.problems.candidate import load_candidate
 from harness.problems.problem import load_problem
-from harness.rungs.checks import OutputLeaf
+from harness.rungs.checks import CallRecord, OutputLeaf
 from harness.rungs.compile import CompileRung
 from harness.rungs.context import LadderContext
 from harness.rungs.ladder import Ladder, summarize
 from harness.rungs.results import Earlier, FirstCall, Roofline, ShapeTiming, Timings
 from harness.rungs.run import RunRung
-from harness.rungs.workers import CallRecord
 from harness.runner import LocalRunner, RunOptions
 from harness.staticscan import ScanResult
 from harness.verdict import PerformanceSummary, RungResult, Verdict
