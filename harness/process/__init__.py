@@ -4,6 +4,7 @@
 ``walls.py`` (loaded by path from the same folder) build the worker's namespaces and
 walls; ``sandboxrun.py`` is ``ctxkernel sandbox run``; ``templates.py`` the warm worker
 templates; ``workerenv.py`` the worker's environment; ``channel.py`` the private result
-channel; ``session.py`` ``WorkerSession`` and ``LocalSession``, what the rungs talk to;
+channel; ``session.py`` ``WorkerSession``, what the rungs talk to; ``local.py``
+``LocalSession``, a worker as a child process of this one;
 ``cleanup.py`` the temp dirs and processes removed whatever ends a check.
 """
