@@ -703,7 +703,7 @@ def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
             continue
         state = "busy" if doc.get("busy") else f"idle {doc.get('idle_s')} s"
         echo(
-            f"pid {doc['pid']}  up {doc.get('uptime_s')} s  {state}  {doc.get('requests')} checks  "
+            f"pid {doc['pid']}  up {doc.get('uptime_s')} s  {state}  {_checks(doc.get('requests'))}  "
             f"exits after {doc.get('idle_timeout_s'):g} s idle  code {doc.get('code')}  "
             f"log {doc.get('log')}"
         )
@@ -715,6 +715,10 @@ def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
             if extra:
                 echo("  with: " + " ".join(f"{k}={v}" for k, v in extra.items()))
     return 0
+
+
+def _checks(count: object) -> str:
+    return f"{count} check" if count == 1 else f"{count} checks"
 
 
 def print_stop(as_json: bool, echo: Callable[[str], None] = print) -> int:
