@@ -160,19 +160,22 @@ def fingerprinted_env(env: dict[str, str] | None = None) -> list[tuple[str, str]
 
 # the libraries a check's verdict depends on: a server that imported an older copy of one
 # must not answer for the new one (found without importing them: the client stays light)
-FINGERPRINTED_PACKAGES = ("torch", "triton", "cutlass", "tilelang", "numpy")
+FINGERPRINTED_PACKAGES = ("torch", "numpy")  # and every backend's modules (backends/)
 MAX_SERVERS = 3  # live servers per user; starting one more retires the oldest idle ones
 
 
 def installed_libraries() -> dict[str, str]:
-    """Each library of ``FINGERPRINTED_PACKAGES`` as found now: its folder, and the size and
+    """Each library of ``FINGERPRINTED_PACKAGES`` and of the backends as found now: its
+    folder, and the size and
     mtime of its ``__init__.py`` and of its distribution's ``RECORD`` (a reinstall or an
     edit changes them); the CUDA driver's version and the ``nvcc`` on ``PATH``."""
     import importlib.util
     import shutil
 
+    from .backends import module_names
+
     found: dict[str, str] = {}
-    for name in FINGERPRINTED_PACKAGES:
+    for name in dict.fromkeys([*FINGERPRINTED_PACKAGES, *sorted(module_names())]):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -186,8 +189,7 @@ def installed_libraries() -> dict[str, str]:
         with contextlib.suppress(OSError):
             for entry in os.scandir(parent):
                 low = entry.name.lower().replace("-", "_")
-                wanted = {"cutlass": "nvidia_cutlass_dsl"}.get(name, name)
-                if entry.name.endswith(".dist-info") and low.startswith(wanted + "_"):
+                if entry.name.endswith(".dist-info") and low.startswith(name + "_"):
                     marks.append(entry.name + ":" + _stat_mark(os.path.join(entry.path, "RECORD")))
         found[name] = f"{folder} {' '.join(marks)}"
     with contextlib.suppress(OSError), open("/proc/driver/nvidia/version") as fh:
