@@ -434,6 +434,9 @@ def run_oneshot(
     request_path = workdir / f".{tag}.request.json"
     request_path.write_text(json.dumps(request))
     out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
+    # the wrapper (a profiler) runs inside the walls: what it writes goes to the worker's
+    # own folder, named in its arguments as {workdir}
+    wrapper = [arg.replace("{workdir}", str(workdir)) for arg in wrapper]
     cmd = [
         *wrapper,
         options.python or sys.executable,
@@ -462,7 +465,7 @@ def run_oneshot(
                 cmd,
                 pid_w,
                 keep_admin=keep_admin,
-                keep_paths=sandbox.worker_paths(workdir, *keep_paths)
+                keep_paths=sandbox.worker_paths(workdir, *keep_paths, *_tool_dirs(wrapper))
                 if isolation.private_tmp and mode != "none"
                 else None,
                 writable=str(workdir),
@@ -505,4 +508,16 @@ def run_oneshot(
         "stdout": out_path,
         "stderr": err_path,
         "result": result,
+        "workdir": str(workdir),
     }
+
+
+def _tool_dirs(wrapper: Sequence[str]) -> list[str]:
+    """The folder of the profiler that wraps a one-shot worker: it runs inside the walls,
+    so it must be visible there (a private /tmp would hide one installed under it)."""
+    import shutil
+
+    if not wrapper:
+        return []
+    found = shutil.which(wrapper[0])
+    return [os.path.dirname(os.path.realpath(found))] if found else []

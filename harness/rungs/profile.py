@@ -49,7 +49,6 @@ class ProfileRung:
             return RungResult.skip(self, "ncu (Nsight Compute) not found on PATH")
         shape = ctx.inputs.bench_shapes()[0]
         tmp = Path(tempfile.mkdtemp(prefix="ctxkernel-ncu-"))
-        log = tmp / "ncu.csv"
         request = {
             "load": ctx.workers.load_header(with_problem=True),
             "shape": shape,
@@ -59,12 +58,18 @@ class ProfileRung:
             "nvtx": ncu.NVTX_RANGE,
         }
         try:
+            # ncu runs inside the walls: its log goes to the worker's folder, and is read
+            # from there as any file a worker wrote (a regular file of bounded size)
             outcome = oneshot(
-                request, ncu.command(binary, str(log)), PROFILE_TIMEOUT_S, tag="profile"
+                request, ncu.command(binary, "{workdir}/.ncu.csv"), PROFILE_TIMEOUT_S, tag="profile"
             )
-            if not log.is_file() and Path(f"{log}.log").is_file():
-                log = Path(f"{log}.log")
-            text = log.read_text(errors="replace") if log.is_file() else ""
+            written = Path(str(outcome.get("workdir") or tmp)) / ".ncu.csv"
+            if not written.is_file() and Path(f"{written}.log").is_file():
+                written = Path(f"{written}.log")
+            log = tmp / "ncu.csv"
+            text = _read_worker_file(written)
+            if text:
+                log.write_text(text)
             kept = None
             if ctx.options.dump_dir:
                 dest = Path(ctx.options.dump_dir)
@@ -122,5 +127,16 @@ def _safe(text: str) -> str:
 def _read(path: Any) -> str:
     try:
         return Path(path).read_text(errors="replace")[-20000:] if path else ""
+    except OSError:
+        return ""
+
+
+def _read_worker_file(path: Path, limit: int = 64 << 20) -> str:
+    """A file the profiled worker's side wrote: '' unless it is a regular file (no link)
+    of at most ``limit`` bytes."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
+            return ""
+        return path.read_text(errors="replace")
     except OSError:
         return ""

@@ -264,8 +264,8 @@ class SshTarget:
             )
             return RunnerError(
                 f"{self.label} lacks the harness: {self.python} cannot import {need}: "
-                f"{text or 'import failed'}. Prepare the host as the README's 'Runners' section "
-                "says, or point ?python= at an interpreter that has it"
+                f"{text or 'import failed'}. Prepare the host as docs/operations.md's 'Preparing an "
+                "SSH host' says, or point ?python= at an interpreter that has it"
             )
         if rc == NO_TOOL:
             return RunnerError(f"{self.label}: {text} (the host needs a POSIX sh, tar and mktemp)")

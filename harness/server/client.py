@@ -160,19 +160,22 @@ def fingerprinted_env(env: dict[str, str] | None = None) -> list[tuple[str, str]
 
 # the libraries a check's verdict depends on: a server that imported an older copy of one
 # must not answer for the new one (found without importing them: the client stays light)
-FINGERPRINTED_PACKAGES = ("torch", "triton", "cutlass", "tilelang", "numpy")
+FINGERPRINTED_PACKAGES = ("torch", "numpy")  # and every backend's modules (backends/)
 MAX_SERVERS = 3  # live servers per user; starting one more retires the oldest idle ones
 
 
 def installed_libraries() -> dict[str, str]:
-    """Each library of ``FINGERPRINTED_PACKAGES`` as found now: its folder, and the size and
+    """Each library of ``FINGERPRINTED_PACKAGES`` and of the backends as found now: its
+    folder, and the size and
     mtime of its ``__init__.py`` and of its distribution's ``RECORD`` (a reinstall or an
     edit changes them); the CUDA driver's version and the ``nvcc`` on ``PATH``."""
     import importlib.util
     import shutil
 
+    from ..backends import module_names
+
     found: dict[str, str] = {}
-    for name in FINGERPRINTED_PACKAGES:
+    for name in dict.fromkeys([*FINGERPRINTED_PACKAGES, *sorted(module_names())]):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -186,8 +189,7 @@ def installed_libraries() -> dict[str, str]:
         with contextlib.suppress(OSError):
             for entry in os.scandir(parent):
                 low = entry.name.lower().replace("-", "_")
-                wanted = {"cutlass": "nvidia_cutlass_dsl"}.get(name, name)
-                if entry.name.endswith(".dist-info") and low.startswith(wanted + "_"):
+                if entry.name.endswith(".dist-info") and low.startswith(name + "_"):
                     marks.append(entry.name + ":" + _stat_mark(os.path.join(entry.path, "RECORD")))
         found[name] = f"{folder} {' '.join(marks)}"
     with contextlib.suppress(OSError), open("/proc/driver/nvidia/version") as fh:
@@ -695,7 +697,7 @@ def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
             continue
         state = "busy" if doc.get("busy") else f"idle {doc.get('idle_s')} s"
         echo(
-            f"pid {doc['pid']}  up {doc.get('uptime_s')} s  {state}  {doc.get('requests')} checks  "
+            f"pid {doc['pid']}  up {doc.get('uptime_s')} s  {state}  {_checks(doc.get('requests'))}  "
             f"exits after {doc.get('idle_timeout_s'):g} s idle  code {doc.get('code')}  "
             f"log {doc.get('log')}"
         )
@@ -707,6 +709,10 @@ def print_status(as_json: bool, echo: Callable[[str], None] = print) -> int:
             if extra:
                 echo("  with: " + " ".join(f"{k}={v}" for k, v in extra.items()))
     return 0
+
+
+def _checks(count: object) -> str:
+    return f"{count} check" if count == 1 else f"{count} checks"
 
 
 def print_stop(as_json: bool, echo: Callable[[str], None] = print) -> int:

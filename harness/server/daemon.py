@@ -423,10 +423,14 @@ def _environment() -> dict[str, Any]:
     when it started), and the variables its fingerprint covers."""
     from importlib import metadata
 
+    from ..backends import module_names
+
+    owners = metadata.packages_distributions()
     versions = {}
-    for dist in ("torch", "triton", "nvidia-cutlass-dsl", "tilelang"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[dist] = metadata.version(dist)
+    for top in ["torch", *sorted(module_names())]:
+        for dist in owners.get(top, [top])[:1]:
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                versions[dist] = metadata.version(dist)
     env = dict(fingerprinted_env())
     return {"python": sys.version.split()[0], "versions": versions, "env": env}
 

@@ -1,4 +1,4 @@
-"""An interactive agent session, for the README's "Steering the agent": the scripted
+"""An interactive agent session, for docs/agent.md's "Steering the agent": the scripted
 model (``scripted.py``: the real ``anthropic`` SDK streaming from 127.0.0.1), the real
 harness (Triton's interpreter on CPU) and a real terminal (tmux), with the keys an
 engineer would type.

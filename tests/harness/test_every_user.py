@@ -120,3 +120,56 @@ def test_a_non_root_user_checks_with_warm_workers(tmp_path: Path) -> None:
     doc = json.loads(done.stdout.strip().splitlines()[-1])
     assert doc["ok"], doc
     assert doc["workers"]["forked"] >= 1, doc  # warm, not the spawned fallback
+
+
+def _site_packages() -> Path:
+    import torch
+
+    return Path(torch.__file__).resolve().parent.parent
+
+
+def _two_checks(env: dict[str, str], tmp_path: Path) -> list[str]:
+    """Two checks of the honest vector add through the check server, as a user's shell
+    runs them; the last line of each (the verdict)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    env = {**env, "CTXKERNEL_HOME": str(tmp_path / "ck"), "CTXKERNEL_CHECK_SERVER": "1",
+           "CTXKERNEL_CHECK_SERVER_IDLE": "60", "HOME": str(tmp_path)}  # fmt: skip
+    verdicts = []
+    try:
+        for _ in range(2):
+            done = subprocess.run(
+                [base, "-m", "ctxkernel", "check", "examples/vector_add",
+                 "examples/vector_add/solution_triton.py", "--shapes", "n=1000", "--no-record"],
+                capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+            verdicts.append(done.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run([base, "-m", "ctxkernel", "check-server", "stop"], env=env, cwd=REPO,
+                       capture_output=True, timeout=60)  # fmt: skip
+    return verdicts
+
+
+def test_packages_on_pythonpath_check_twice_through_the_server(tmp_path: Path) -> None:
+    """torch on PYTHONPATH: the second check through the server failed with "bad call
+    flags" (the server forgot torch's C parts after the first)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(_site_packages())])
+    env["PYTHONNOUSERSITE"] = "1"
+    verdicts = _two_checks(env, tmp_path)
+    assert all(v.startswith("verdict: PASSED") for v in verdicts), verdicts
+
+
+def test_a_user_site_install_checks_twice_through_the_server(tmp_path: Path) -> None:
+    """The packages in the user's site (``pip install --user``): the worker, with its own
+    HOME, could not import torch and the verdict blamed the candidate."""
+    userbase = tmp_path / "userbase"
+    user_site = userbase / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (user_site / "site-packages").mkdir(parents=True)
+    # a .pth in the user site that puts the installed packages there, as --user would
+    (user_site / "site-packages" / "zz_installed.pth").write_text(f"{_site_packages()}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PYTHONUSERBASE"] = str(userbase)
+    env["PYTHONPATH"] = str(REPO)
+    verdicts = _two_checks(env, tmp_path)
+    assert all(v.startswith("verdict: PASSED") for v in verdicts), verdicts

@@ -543,7 +543,7 @@ def test_related_works_without_the_ptx_corpus_as_on_the_demo_index(
     isolated_home: Path, tmp_path: Path, run_cli: Callable[..., CliResult]
 ) -> None:
     """`make demo` indexes no PTX manual: `related` of a wrapper answered "no PTX
-    instruction is linked" (exit 1) for every hit, the README's example too. The
+    instruction is linked" (exit 1) for every hit, docs/retrieval.md's example too. The
     instruction as the code spells it now stands for itself: the wrapper's header, the
     wrapper and their caller still lead to each other."""
     code = _repo(

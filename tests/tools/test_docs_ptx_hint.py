@@ -91,7 +91,7 @@ def test_docs_of_a_ptx_name_without_ptx_claims_no_exact_hit_from_a_lookalike(
 def test_docs_of_an_sm100_name_on_sm90_exits_1_saying_what_it_needs(
     lookalikes: Workspace, run_cli: Callable[..., CliResult]
 ) -> None:
-    """As the README says: ``docs tcgen05.mma --arch sm_90`` exits 1, "needs sm_100a"."""
+    """As docs/retrieval.md says: ``docs tcgen05.mma --arch sm_90`` exits 1, "needs sm_100a"."""
     index = ["--index-dir", str(lookalikes.store.index_dir)]
     res = run_cli("docs", "tcgen05.mma", "--arch", "sm_90", *index)
     assert res.code == 1, res
