@@ -5,6 +5,8 @@ magnitude exceeds atol), MSE, RMSE, PSNR (peak = max |expected|), cosine similar
 number of elements outside ``atol + rtol * |expected|``, and the worst mismatches with
 their indices, expected and got. NaN/Inf never pass unless the reference has the same
 non-finite value at that element. Low-precision tolerances add PSNR and cosine floors.
+A per-element ``slack`` widens the bound element by element (the mixed-scale stress
+inputs: how far the reference itself moves there when its inputs move by ``rtol``).
 """
 
 from __future__ import annotations
@@ -68,10 +70,12 @@ def compare(
     tol: Tolerance,
     k_worst: int = 5,
     on_device: bool = False,
+    slack: torch.Tensor | None = None,
 ) -> Comparison:
     """Compare two tensors of the same shape element by element, in float64: on the CPU,
     or with ``on_device`` where ``expected`` lives (a GPU: the benchmark's re-check of a
-    million sampled elements takes milliseconds there, 0.15 s on one CPU thread)."""
+    million sampled elements takes milliseconds there, 0.15 s on one CPU thread).
+    ``slack``: an extra absolute tolerance per element, of ``expected``'s shape."""
     # Small tensors: one thread. With a busy second core, OpenMP barriers make a 30k-element
     # op 50x slower on two threads than on one.
     threads = torch.get_num_threads()
@@ -79,14 +83,19 @@ def compare(
     if main and expected.numel() < (1 << 22) and threads > 1:
         torch.set_num_threads(1)
     try:
-        return _compare(got, expected, tol, k_worst, expected.device if on_device else "cpu")
+        return _compare(got, expected, tol, k_worst, expected.device if on_device else "cpu", slack)
     finally:
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
 
 
 def _compare(
-    got: torch.Tensor, expected: torch.Tensor, tol: Tolerance, k_worst: int, device: Any = "cpu"
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    tol: Tolerance,
+    k_worst: int,
+    device: Any = "cpu",
+    slack: torch.Tensor | None = None,
 ) -> Comparison:
     shape = tuple(expected.shape)
     e = _as_float64(expected, device).reshape(-1)
@@ -102,6 +111,9 @@ def _compare(
     both = fe & fg
     diff = torch.where(both, (g - e).abs(), torch.zeros_like(e))
     bound = tol.atol + tol.rtol * e.abs()
+    if slack is not None:
+        extra = _as_float64(slack, device).reshape(-1)
+        bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
     if expected.dtype.is_floating_point or expected.dtype.is_complex:
         outside = both & (diff > bound)
     else:
@@ -136,8 +148,9 @@ def _compare(
             f"{result.nonfinite} element(s) NaN/Inf where the reference is not (or the other way round)"
         )
     if int(outside.sum()):
+        also = " and each element's slack" if slack is not None else ""
         reasons.append(
-            f"{int(outside.sum())} of {n} elements outside atol={tol.atol:g} rtol={tol.rtol:g}"
+            f"{int(outside.sum())} of {n} elements outside atol={tol.atol:g} rtol={tol.rtol:g}{also}"
         )
     if tol.min_psnr is not None and result.psnr < tol.min_psnr:
         reasons.append(

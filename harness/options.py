@@ -96,6 +96,16 @@ class RunOptions:
             help="Skip the shapes and rescaled inputs the candidate never saw (on by default).",
         ),
     )
+    # trivial answers (zeros, the mean...) may pass the problem's check: harness/problems/signalcheck.py
+    signal_exempt: str | None = field(
+        default=None,
+        metadata=option(
+            "--signal-exempt",
+            metavar="WHY",
+            help="Check the problem although a trivial answer (zeros, ones, the input, a "
+            "constant) passes its check on every shape, saying why; the verdict keeps it.",
+        ),
+    )
     record: bool = field(
         default=True,
         metadata=option(

@@ -93,7 +93,17 @@ def load_native(path: Path) -> Problem:
         allow_library=[str(a) for a in getattr(module, "ALLOW_LIBRARY", [])],
         allow_torch=bool(getattr(module, "ALLOW_TORCH", False)),
         min_kernel_share=_share(file, getattr(module, "MIN_KERNEL_SHARE", None)),
+        signal_exempt=_exemption(file, getattr(module, "SIGNAL_EXEMPT", None)),
     )
+
+
+def _exemption(file: Path, value: Any) -> str | None:
+    """``SIGNAL_EXEMPT``: why trivial answers may pass this problem's check (a reason)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ProblemError(f"{file}: SIGNAL_EXEMPT must be a sentence saying why (a string)")
+    return value.strip()
 
 
 def _share(file: Path, value: Any) -> float | None:

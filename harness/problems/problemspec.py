@@ -122,7 +122,9 @@ class Problem:
     support_files: list[Path] = field(default_factory=list)
     description: str = ""
     unseen: Any = None  # UNSEEN: how unseen shapes are derived (harness/unseen.py)
-    stress: Any = None  # STRESS: False switches the rescaled-inputs trial off (rungs/inputs.py)
+    # STRESS: which stress-input classes run (False: none; a dict or list: STRESS_CLASSES)
+    stress: Any = None
+    signal_exempt: str | None = None  # SIGNAL_EXEMPT: why trivial answers may pass (signalcheck.py)
     # library use (harness/library.py): ALLOW_LIBRARY, ALLOW_TORCH, MIN_KERNEL_SHARE
     allow_library: list[str] = field(default_factory=list)
     allow_torch: bool = False
@@ -282,6 +284,36 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str | None]:
     return check
 
 
+# stress inputs (rungs/inputs.py): "rescale" moves every float input (whole-tensor
+# transforms); the mixed-scale classes change parts of one tensor: a few rows and a column
+# scaled far apart, a spike, a constant block
+STRESS_CLASSES = ("rescale", "rows", "spike", "block")
+
+
+def _stress(setting: str, value: Any) -> str | None:
+    """``STRESS``: True/False, a list of classes, or a dict of class -> bool."""
+    if value is None or isinstance(value, bool):
+        return None
+    names = list(value) if isinstance(value, (list, tuple, set, frozenset, dict)) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        return (
+            f"{setting}: expected True, False, a list of classes or a dict like "
+            f'{{"rows": False}} (classes: {", ".join(STRESS_CLASSES)}); {_got(value)}'
+        )
+    unknown = [n for n in names if n not in STRESS_CLASSES]
+    if unknown:
+        return f"{setting}: unknown class {unknown[0]!r} (classes: {', '.join(STRESS_CLASSES)})"
+    if isinstance(value, dict) and not all(isinstance(v, bool) for v in value.values()):
+        return f"{setting}: each class maps to True or False; {_got(value)}"
+    return None
+
+
+def _reason(setting: str, value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    return f'{setting}: expected a sentence saying why, like "outputs are probabilities near 1/n"; {_got(value)}'
+
+
 _SETTINGS: dict[str, Callable[[str, Any], str | None]] = {
     "SHAPES": check_shapes,
     "BENCH_SHAPES": check_shapes,
@@ -291,6 +323,8 @@ _SETTINGS: dict[str, Callable[[str, Any], str | None]] = {
     "TOLERANCE": _tolerance,
     "PRECISION": _one_of(tuple(DEFAULT_TOLERANCES)),
     "BENCH_L2": _one_of(("flush", "hot")),
+    "STRESS": _stress,
+    "SIGNAL_EXEMPT": _reason,
 }
 
 

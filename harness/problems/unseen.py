@@ -15,6 +15,19 @@ shape is never one the problem cannot build; when the problem keeps rejecting th
 dimension at a time is varied. The same secret gives the same shapes; a fresh secret (``new_secret``)
 gives new ones, and the seeds of a check mixed with that secret are new too.
 
+A derived shape never holds more work (the product of its sizes, ``shape_size``) than
+the largest public shape, or than ``max_work`` when the caller measured what the public
+shapes cost on its device (``rungs/inputs.py``): public shapes that are tall (many short
+rows) and wide (a few long rows) would otherwise give an unseen shape with the most rows
+*and* the longest rows, many times the work of any public one -- under the CPU Triton
+interpreter minutes instead of seconds, an honest kernel timed out. A shape over the cap
+has its largest varied size shrunk to an odd size that fits.
+
+Sizes can belong together (KernelBench's ``bias_shape = (out_features,)``): a problem's
+``SizeLinks`` names the sizes computed from others, which follow them in every derived
+shape instead of varying on their own, and the sizes whose relation cannot be seen, which
+stay as given (``size_links`` says which, for the verdict).
+
 A problem narrows or switches this off with ``UNSEEN`` in its ``problem.py``::
 
     UNSEEN = False                      # no unseen shapes for this problem
@@ -33,20 +46,38 @@ version and the harness's own checks derive unseen shapes from.
 
 from __future__ import annotations
 
+import math
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ProblemError
 
 if TYPE_CHECKING:
-    from .problem import Problem
+    from .problemspec import Problem
 
 DEFAULT_COUNT = 2
 _KEYS = {"dims", "min", "max", "multiple_of", "one", "count", "shapes"}
 _TRIES = 48
+
+
+@dataclass(frozen=True)
+class SizeLinks:
+    """Sizes of a shape that belong together: ``follows`` maps a size computed from
+    others to the sizes it is computed from (recomputed by ``recompute`` in every derived
+    shape, never varied on its own); ``held`` maps a size whose relation to the others
+    cannot be seen to why (left as given)."""
+
+    follows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    held: Mapping[str, str] = field(default_factory=dict)
+    recompute: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def fixed(self) -> set[str]:
+        """The sizes no derivation varies on its own."""
+        return set(self.follows) | set(self.held)
 
 
 @dataclass(frozen=True)
@@ -61,10 +92,15 @@ class UnseenPolicy:
     multiple_of: Mapping[str, int] = field(default_factory=dict)
     allow_one: bool = True
     shapes: tuple[Mapping[str, Any], ...] = ()
+    # an importer's: which sizes of the checked shapes belong together (KernelBench)
+    links: Callable[[list[dict[str, Any]]], SizeLinks] | None = None
 
     @classmethod
     def parse(cls, spec: Any, where: str = "UNSEEN") -> UnseenPolicy:
-        """A policy from ``UNSEEN`` (None or True: the defaults; False: off; a dict)."""
+        """A policy from ``UNSEEN`` (None or True: the defaults; False: off; a dict; or a
+        policy an importer built)."""
+        if isinstance(spec, UnseenPolicy):
+            return spec
         if spec is None or spec is True:
             return cls()
         if spec is False:
@@ -116,6 +152,21 @@ def varying_dims(shapes: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def shape_size(shape: Mapping[str, Any]) -> float:
+    """The product of a shape's integer sizes: how much work it holds, roughly (the
+    elements of an elementwise op, the multiply-adds of a matmul's m, k, n)."""
+    sizes = [v for v in shape.values() if _is_int(v)]
+    return math.prod(max(1, v) for v in sizes) if sizes else 0.0
+
+
+def size_links(problem: Problem, shapes: Sequence[Mapping[str, Any]] | None = None) -> SizeLinks:
+    """Which sizes of ``shapes`` (the problem's own by default) belong together."""
+    policy = UnseenPolicy.of(problem)
+    if policy.links is None:
+        return SizeLinks()
+    return policy.links([dict(s) for s in (shapes if shapes is not None else problem.shapes)])
+
+
 def unseen_shapes(
     problem: Problem,
     secret: int,
@@ -124,9 +175,11 @@ def unseen_shapes(
     policy: UnseenPolicy | None = None,
     device: str = "cpu",
     validate: bool = True,
+    max_work: float | None = None,
 ) -> list[dict[str, Any]]:
     """Shapes the problem allows and its public ``SHAPES`` do not contain, derived from
-    ``secret``; ``[]`` when the problem switched them off or has nothing to vary."""
+    ``secret``; ``[]`` when the problem switched them off or has nothing to vary. None
+    holds more work than the largest public shape, nor than ``max_work`` when given."""
     policy = policy or UnseenPolicy.of(problem)
     if not policy.enabled:
         return []
@@ -138,9 +191,19 @@ def unseen_shapes(
         if len(out) < want and _key(given) not in seen:
             out.append(dict(given))
             seen.add(_key(given))
-    dims = [d for d in (policy.dims or varying_dims(public)) if d in public[0]]
+    links = policy.links(public) if policy.links is not None else SizeLinks()
+    dims = [
+        d for d in (policy.dims or varying_dims(public)) if d in public[0] and d not in links.fixed
+    ]
     if not dims:
         return out
+
+    def work(shape: Mapping[str, Any]) -> float:  # a size that follows others is not more work
+        return shape_size({k: v for k, v in shape.items() if k not in links.fixed})
+
+    cap = max(work(s) for s in public)
+    if max_work is not None:
+        cap = min(cap, max(1.0, max_work))
     rng = random.Random(f"unseen:{secret}")
     index = len(out)
     tries = 0
@@ -150,6 +213,10 @@ def unseen_shapes(
         # when the problem keeps rejecting them, vary one dimension at a time
         varied = dims if tries <= _TRIES // 2 else [rng.choice(dims)]
         shape = _derive(rng, public, varied, policy, index, one)
+        if shape is not None and cap:
+            shape = _fit(rng, shape, varied, policy, cap, work)
+        if shape is not None and links.recompute is not None:
+            shape = links.recompute(shape)
         if shape is None or _key(shape) in seen:
             continue
         if validate and not _builds(problem, shape, secret, device):
@@ -158,6 +225,36 @@ def unseen_shapes(
         seen.add(_key(shape))
         index += 1
     return out
+
+
+def _fit(
+    rng: random.Random,
+    shape: dict[str, Any],
+    dims: list[str],
+    policy: UnseenPolicy,
+    cap: float,
+    work: Callable[[Mapping[str, Any]], float] = shape_size,
+) -> dict[str, Any] | None:
+    """``shape`` with its largest varied sizes shrunk, one at a time (to odd sizes, odd
+    multiples where the problem asks for multiples, never under its ``min``), until its
+    work is within ``cap``; None if it cannot be."""
+    shape = dict(shape)
+    left = [d for d in dims if _is_int(shape.get(d))]
+    while work(shape) > cap:
+        shrinkable = [d for d in left if shape[d] > policy.minimum.get(d, 1)]
+        if not shrinkable:
+            return None
+        dim = max(shrinkable, key=lambda d: shape[d])
+        left.remove(dim)
+        rest = work(shape) / max(1, shape[dim])
+        lo = policy.minimum.get(dim, 1)
+        hi = max(lo, min(int(cap // rest), shape[dim] - 1))
+        choices = _candidates(max(1, lo), hi, policy.multiple_of.get(dim, 1), set())
+        if not choices:
+            return None
+        # the larger half of what fits: an unseen shape should still hold some work
+        shape[dim] = rng.choice(choices[len(choices) // 2 :])
+    return shape
 
 
 def _derive(
@@ -242,4 +339,12 @@ def _key(shape: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), repr(v)) for k, v in shape.items()))
 
 
-__all__ = ["UnseenPolicy", "new_secret", "unseen_shapes", "varying_dims"]
+__all__ = [
+    "SizeLinks",
+    "UnseenPolicy",
+    "new_secret",
+    "shape_size",
+    "size_links",
+    "unseen_shapes",
+    "varying_dims",
+]

@@ -5,7 +5,8 @@ Rungs import these (and the context's parts), never each other.
 - ``first_line(error)``: the line of an error worth showing, with the candidate line;
 - ``call_failure(ctx, record)``: the reason and details when a call produced no output;
 - ``check_output(ctx, record, output, reference)``: every element compared in the parent
-  (``metrics.compare``), plus a GPU MODE problem's own ``check_implementation``, which
+  (``metrics.compare``; relative to the output's scale where the signal check found a
+  trivial answer passing), plus a GPU MODE problem's own ``check_implementation``, which
   decides dtype and tolerance there (ours is reported beside it, and NaN never passes);
 - ``scrub_paths(text)``: a message without the harness's own file paths.
 """
@@ -99,15 +100,24 @@ def check_output(
     output: Any,
     reference: Any,
     atol_scale: float = 1.0,
+    slack: list[torch.Tensor | None] | None = None,
 ) -> tuple[bool, Comparison | None, str, list[Comparison]]:
     """(passed, first failing comparison, reason, all comparisons) for one output tree.
 
     ``atol_scale``: the stress trial's (its inputs were rescaled, so is the absolute
-    tolerance). Where the problem has its own ``check_implementation`` (GPU MODE), that
-    check decides -- dtype and tolerance included -- and the reason names both verdicts."""
+    tolerance). ``slack``: per output tensor, an extra tolerance per element (the
+    mixed-scale trial's). Where a trivial answer passes the tolerance on this call's shape
+    (``Inputs.tightened``, the signal check) that output is judged relative to its scale,
+    and the reason says so. Where the problem has its own ``check_implementation`` (GPU
+    MODE), that check decides -- dtype and tolerance included -- and the reason names
+    both verdicts; an output judged relative to its scale must pass that too."""
     comparisons: list[Comparison] = []
     first_bad: Comparison | None = None
+    tight_bad: Comparison | None = None
+    position = -1  # which tensor of the reference (the signal check's numbering)
     for leaf, ref in zip(flatten(output), flatten(reference), strict=True):
+        if isinstance(ref, torch.Tensor):
+            position += 1
         if (
             not isinstance(ref, torch.Tensor)
             or not isinstance(leaf, OutputLeaf)
@@ -117,8 +127,19 @@ def check_output(
         tolerance = ctx.problem.tolerance_for(_judged_dtype(leaf.tensor.dtype, ref.dtype))
         if atol_scale != 1.0:
             tolerance = replace(tolerance, atol=tolerance.atol * atol_scale)
+        tight = ctx.inputs.tightened(record.inputs, position, reference, tolerance)
+        if tight is not None:
+            tolerance = tight[0]
+        extra = slack[position] if slack is not None and position < len(slack) else None
         expected = ref if leaf.tensor.shape == ref.shape else ref.reshape(leaf.tensor.shape)
-        result = _compare_where_it_lives(leaf.tensor, expected, tolerance)
+        if extra is not None and extra.shape != expected.shape:
+            extra = extra.reshape(expected.shape)
+        result = _compare_where_it_lives(leaf.tensor, expected, tolerance, extra)
+        if tight is not None and not result.ok:
+            result.reason += (
+                f" (judged relative to the output's scale: on this shape {tight[1].describe()})"
+            )
+            tight_bad = tight_bad or result
         comparisons.append(result)
         if not result.ok and first_bad is None:
             first_bad = result
@@ -142,20 +163,25 @@ def check_output(
         )
     if nan_bad is not None:
         return False, nan_bad, nan_bad.reason, comparisons
+    if tight_bad is not None:
+        return False, tight_bad, f"check_implementation passed, but {tight_bad.reason}", comparisons
     return True, None, "", comparisons
 
 
 def _compare_where_it_lives(
-    got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance,
+    slack: torch.Tensor | None = None,
 ) -> Comparison:
     """``metrics.compare`` on the reference's GPU when the tensor is large, else on the
     CPU; the CPU again when the GPU has no room for the float64 copies."""
     if expected.is_cuda and expected.numel() >= DEVICE_COMPARE_ELEMENTS:
         try:
-            return compare(got, expected, tolerance, on_device=True)
+            return compare(got, expected, tolerance, on_device=True, slack=slack)
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
-    return compare(got, expected, tolerance)
+    return compare(got, expected, tolerance, slack=slack)
 
 
 def problem_check(ctx: LadderContext, record: CallRecord, output: Any) -> tuple[bool, str]:

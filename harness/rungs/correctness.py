@@ -15,9 +15,17 @@ naming the failing trials' seeds); a different output from the same input is
 
 Then what the candidate was never shown (``rungs/inputs.py``): two shapes derived from the
 checked ones with the secret (on a GPU a third between the checked and the benchmark
-sizes), and one trial of rescaled, shifted inputs with the absolute
-tolerance scaled to match. A failure there says "an unseen shape" or "rescaled inputs",
-not which; the verdict lists the unseen shapes (``seeds``) once the check is over.
+sizes), one trial of rescaled, shifted inputs with the absolute tolerance scaled to
+match, and one of mixed-scale inputs (scales far apart inside one tensor) with each
+element's tolerance widened by how far the reference moves there. A failure there says
+"an unseen shape", "rescaled inputs" or "mixed-scale inputs", not which shape; the verdict
+lists the unseen shapes (``seeds``) once the check is over. Each of these calls has a
+time budget scaled from what the public calls took here (``Inputs.budget``, measured
+around every public call), and a timeout says how long those took.
+
+Where the signal check (``harness/problems/signalcheck.py``) found a trivial answer passing the
+problem's tolerance on a shape, that shape is judged relative to the output's scale
+(``check_output``) and the rung's note says so.
 """
 
 from __future__ import annotations
@@ -92,9 +100,18 @@ class CorrectnessRung:
             for trial in range(trials):
                 if shape_index == 0 and trial == 0 and first and not first.record.failed:
                     record = first.record
+                    if ctx.backend.interpreted_on(ctx.device) and record.calls:
+                        # no JIT compile inside it: the worker's time is what a call costs
+                        # (on a GPU the first call compiles, so it says nothing of that)
+                        elapsed = record.calls[0].get("elapsed_s")
+                        if isinstance(elapsed, (int, float)):
+                            ctx.inputs.note_cost(record.inputs, float(elapsed))
                 else:
                     inputs = ctx.inputs.make(shape_index, trial)
+                    called = time.perf_counter()
                     record = ctx.workers.call(inputs, in_place=trial > 0)
+                    if not record.failed:  # what a call costs here: the unseen budgets
+                        ctx.inputs.note_cost(inputs, time.perf_counter() - called)
                 failure = call_failure(ctx, record)
                 if failure is not None:
                     return RungResult.fail(self, failure[0], combine(comparisons), failure[1])
@@ -158,8 +175,9 @@ class CorrectnessRung:
             if failed_result is not None:
                 return failed_result
             extra += 1
-        stress = ctx.inputs.make_stress()
-        if stress is not None:
+        for stress in (ctx.inputs.make_stress(), ctx.inputs.make_mixed()):
+            if stress is None:
+                continue
             failed_result = self.unseen_trial(ctx, stress, comparisons)
             if failed_result is not None:
                 return failed_result
@@ -171,29 +189,43 @@ class CorrectnessRung:
         summary["checks"] = len(ctx.inputs.shapes) * trials + extra
         if extra:
             summary["unseen"] = extra
-        note = ctx.problem.shape_note(ctx.device) if ctx.problem.shape_note else ""
-        if note and not ctx.options.shapes:
-            note = f"shapes {', '.join(shape_label(s) for s in ctx.inputs.shapes)}: {note}"
-        else:
-            note = ""
-        return RungResult.passed(self, summary, note)
+        notes = []
+        shapes = ctx.problem.shape_note(ctx.device) if ctx.problem.shape_note else ""
+        if shapes and not ctx.options.shapes:
+            notes.append(f"shapes {', '.join(shape_label(s) for s in ctx.inputs.shapes)}: {shapes}")
+        signal, findings = ctx.inputs.signal_summary()
+        if signal:
+            notes.append(signal)
+        held = ctx.inputs.held_sizes()
+        if held and unseen:
+            notes.append(
+                "the unseen shapes keep "
+                + "; ".join(f"{k} as given ({why})" for k, why in held.items())
+            )
+        said: dict[str, Any] = {}
+        if findings:
+            said["signal"] = findings
+        if held:
+            said["held_sizes"] = held
+        cost = ctx.inputs.cost_summary()
+        if cost:
+            said["cost"] = cost
+        return RungResult.passed(self, summary, "; ".join(notes), said)
 
     def unseen_trial(
         self, ctx: LadderContext, inputs: TrialInputs, comparisons: list[Comparison]
     ) -> RungResult | None:
         """One call on a shape or inputs the candidate never saw; a failed result or None."""
         explain = ctx.findings.explain
-        what = (
-            "an unseen shape (a size the candidate was never shown)"
-            if inputs.kind == "unseen"
-            else "rescaled inputs (values outside the default distribution)"
-        )
-        record = ctx.workers.call(inputs)
+        what = _WHAT[inputs.kind]
+        budget, spent = ctx.inputs.budget(inputs)
+        record = ctx.workers.call(inputs, timeout_s=budget)
         failure = call_failure(ctx, record)
         if failure is not None:
-            return RungResult.fail(
-                self, f"on {what}: {failure[0]}", combine(comparisons), failure[1]
-            )
+            reason = failure[0]
+            if spent and record.gone is not None and "timed out" in record.gone.reason:
+                reason = f"{reason}; {spent}"
+            return RungResult.fail(self, f"on {what}: {reason}", combine(comparisons), failure[1])
         reference = ctx.inputs.reference(record.inputs)
         problems = ctx.checks.structure_problems(record.outputs[0], reference)
         problems += ctx.checks.late_changes(record)
@@ -201,8 +233,13 @@ class CorrectnessRung:
             reason = explain(f"wrong on {what}: {problems[0]}")
             return RungResult.fail(self, reason, combine(comparisons), {"where": inputs.label})
         scale = ctx.inputs.stress_ratio(inputs, reference) if inputs.kind == "stress" else 1.0
+        slack = None
+        if inputs.kind == "mixed":
+            if not _finite(reference):
+                return None  # the reference itself overflows on these scales: no verdict
+            slack = ctx.inputs.mixed_slack(inputs, reference)
         passed, bad, reason, found = check_output(
-            ctx, record, record.outputs[0], reference, atol_scale=scale
+            ctx, record, record.outputs[0], reference, atol_scale=scale, slack=slack
         )
         comparisons.extend(found)
         if passed:
@@ -215,6 +252,22 @@ class CorrectnessRung:
         return RungResult.fail(
             self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
         )
+
+
+_WHAT = {
+    "unseen": "an unseen shape (a size the candidate was never shown)",
+    "stress": "rescaled inputs (values outside the default distribution)",
+    "mixed": "mixed-scale inputs (scales far apart inside one tensor: rows, a column, a "
+    "spike or a constant block)",
+}
+
+
+def _finite(reference: Any) -> bool:
+    return all(
+        bool(torch.isfinite(t).all())
+        for t in flatten(reference)
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    )
 
 
 def _disagreement(

@@ -7,10 +7,31 @@ process, and not even in this one while the candidate runs. ``Inputs`` also reme
 big a shape's outputs are (the worker poisons its allocator with NaN-filled blocks of that
 size), which seeds were used, and derives the seeds and random streams the performance
 rungs use (benchmark keys, profile and trace inputs) from the same secret.
+
+Before any candidate call, ``study`` also runs the signal check (``harness/problems/signalcheck.py``)
+on every public shape: where a trivial answer (zeros, ones, an input, a constant) passes
+the problem's tolerance, ``tightened`` judges that shape by a relative criterion; where
+one passes even that on every shape, the problem is refused.
+
+What the public calls cost on this device (``note_cost``, measured by the correctness
+rung, the Triton interpreter included) caps the unseen shapes' work (``unseen_shapes``)
+and sets each unseen or stress call's time budget (``budget``): a kernel as fast per
+element there as on the public shapes never times out.
+
+Stress inputs (``STRESS``, classes in ``problemspec.STRESS_CLASSES``): ``rescale`` moves
+every float input at once (``make_stress``); the mixed-scale classes change parts of one
+tensor -- a few rows and a column scaled far apart, a spike, a constant block
+(``make_mixed``) -- so a kernel that samples a few elements to guess the distribution
+(and skips a softmax's max subtraction when they look standard-normal) meets values it
+did not sample. Each element's tolerance grows by how far the reference moves there when
+the inputs move by ``rtol`` (``mixed_slack``). They run by default where every op the
+reference computes is a known one (``MIXED_OPS``) and the problem has no check of its
+own; ``STRESS = {"rows": True}`` asks for them, ``{"rows": False}`` switches one off.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -22,13 +43,37 @@ import torch
 
 from ..errors import ProblemError
 from ..options import RunOptions
-from ..problems.library import record_reference
+from ..problems.library import op_stem, record_reference
 from ..problems.precision import reference_precision
 from ..problems.problem import Problem
+from ..problems.problemspec import STRESS_CLASSES, Tolerance
+from ..problems.signalcheck import Finding, declared_exemption, probe, refusal, relative
+from ..problems.unseen import shape_size, size_links
 
 STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct seeds)
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
 STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
+MIXED_TRIAL = 4500  # seed of the mixed-scale trial
+SIGNAL_TRIAL = 5000  # the signal check's inputs (and +1: "another input")
+# an unseen call is projected (from the public calls' cost) to take at most this share of
+# --timeout; its budget is BUDGET_FACTOR x its projection, never under --timeout nor
+# over BUDGET_CAP x --timeout
+UNSEEN_TIME_SHARE = 0.5
+BUDGET_FACTOR = 4.0
+BUDGET_CAP = 4.0
+# reference ops (by stem, ``library.op_stem``) whose results stay well defined on
+# mixed-scale inputs: the numerically stable library softmax and norms, matmuls,
+# elementwise arithmetic and activations, reductions -- not a bare exp or log, which a
+# reference spelling out softmax itself would overflow
+MIXED_OPS = frozenset(
+    {
+        "add", "sub", "mul", "div", "neg", "abs", "sqrt", "rsqrt", "pow", "square",
+        "maximum", "minimum", "clamp", "where", "relu", "gelu", "silu", "sigmoid", "tanh",
+        "softmax", "log_softmax", "native_layer_norm", "layer_norm", "rms_norm",
+        "native_group_norm", "mean", "sum", "amax", "amin", "max", "min",
+        "mm", "bmm", "addmm", "matmul", "linear", "dot",
+    }
+)  # fmt: skip
 SHARE_MAX_SIZE = 1 << 24  # product of a shape's sizes the library-share call may use
 SHARE_MAX_BYTES = 1 << 28  # and its inputs' bytes (a "size" key may stand for size x size)
 
@@ -70,7 +115,9 @@ class TrialInputs:
     seed: int
     pristine: Any  # on the target device, never handed to anyone
     leaves: list[torch.Tensor]  # pristine tensor leaves, in order
-    kind: str = "public"  # "public" | "unseen" (a derived shape) | "stress" (rescaled inputs)
+    # "public" | "unseen" (a derived shape) | "stress" (rescaled inputs) | "mixed" (scales
+    # far apart inside one tensor)
+    kind: str = "public"
 
     @property
     def label(self) -> str:
@@ -78,6 +125,8 @@ class TrialInputs:
             return "an unseen shape"
         if self.kind == "stress":
             return "rescaled inputs"
+        if self.kind == "mixed":
+            return "mixed-scale inputs"
         return f"shape {shape_label(self.shape)}, trial {self.trial + 1}"
 
 
@@ -131,6 +180,14 @@ class Inputs:
         self._facts: ReferenceFacts | None = None
         self._unseen: list[dict[str, Any]] | None = None
         self._weighed: dict[str, int] = {}  # ``_input_bytes``, by the shape's repr
+        self._costs: dict[int, list[float]] = {}  # seconds of each public call, by shape
+        self._fixed: set[str] | None = None  # sizes that follow others (``_work``)
+        self._budgets: list[float] = []  # seconds given to each call never seen (``budget``)
+        # the signal check: trivial answers that pass, per public shape (``study``) and
+        # per call of a shape never seen (``tightened``)
+        self.signal: dict[int, list[Finding]] = {}
+        self._judged: dict[tuple[str, int, int], list[Finding]] = {}
+        self.exempt = options.signal_exempt or declared_exemption(problem)
 
     def make(
         self,
@@ -178,7 +235,96 @@ class Inputs:
         if self.problem.provides_outputs:
             slots = self._find_slots(inputs, recorded.output, run)
         self._facts = ReferenceFacts(dict(recorded.ops), slots)
+        self.check_signal()
         return self._facts
+
+    # -- the signal check (harness/problems/signalcheck.py) ----------------------------------------
+
+    def check_signal(self) -> None:
+        """Try the trivial answers on every public shape; raise ``ProblemError`` when one
+        passes even the relative criterion on all of them (unless exempt)."""
+        if self.exempt:
+            return
+        found: list[Finding] = []
+        for index, shape in enumerate(self.shapes):
+            made = self.make(index, SIGNAL_TRIAL, record=False)
+            other = self.make(index, SIGNAL_TRIAL + 1, record=False)
+            self.signal[index] = probe(
+                self.problem,
+                shape_label(shape),
+                made.pristine,
+                self.reference(made),
+                self.reference(other),
+                self.slots,
+                clone,
+                perturbed=functools.partial(
+                    self.perturbed_reference, made.pristine, made.shape, SIGNAL_TRIAL
+                ),
+            )
+            found += self.signal[index]
+        reason = refusal(self.problem.name, found, len(self.shapes))
+        if reason:
+            raise ProblemError(reason)
+
+    def tightened(
+        self, inputs: TrialInputs, output: int, reference: Any, tolerance: Tolerance
+    ) -> tuple[Tolerance, Finding] | None:
+        """The relative criterion (and why) for output tensor ``output`` of this call,
+        when a trivial answer passes ``tolerance`` there; None when it does not (or the
+        problem is exempt, or the inputs are the mixed-scale ones, judged per element)."""
+        if self.exempt or inputs.kind == "mixed":
+            return None
+        index = inputs.shape_index
+        if (
+            inputs.kind == "public"
+            and 0 <= index < len(self.shapes)
+            and inputs.shape == self.shapes[index]
+        ):
+            findings = self.signal.get(index, [])
+        else:
+            key = (inputs.kind, inputs.shape_index, inputs.trial)
+            if key not in self._judged:
+                scale = tolerance.atol / max(
+                    self.problem.tolerance_for(_first_dtype(reference)).atol, 1e-300
+                )
+                self._judged[key] = probe(
+                    self.problem,
+                    inputs.label,
+                    inputs.pristine,
+                    reference,
+                    None,
+                    self.slots,
+                    clone,
+                    scale=scale if inputs.kind == "stress" else 1.0,
+                    perturbed=lambda: self.perturbed_reference(
+                        inputs.pristine, inputs.shape, SIGNAL_TRIAL
+                    ),
+                )
+            findings = self._judged[key]
+        finding = next((f for f in findings if f.output == output), None)
+        if finding is None or finding.noise:  # not defined that finely: nothing to tighten
+            return None
+        leaves = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
+        return relative(tolerance, leaves[output]), finding
+
+    def signal_summary(self) -> tuple[str, list[dict[str, Any]]]:
+        """The verdict's word on the signal check: a note naming the public shapes judged
+        by the relative criterion (empty when none), and every finding."""
+        if self.exempt:
+            return f"signal check exempted: {self.exempt}", []
+        public = [f for index in sorted(self.signal) for f in self.signal[index]]
+        seen = [f for findings in self._judged.values() for f in findings]
+        details = [f.as_dict() for f in public + seen]
+        tight = [f for f in public if not f.noise and set(f.passed) - set(f.still)]
+        if not tight:
+            return "", details
+        words = "; ".join(f.describe() for f in tight[:3])
+        more = f" (+{len(tight) - 3} more)" if len(tight) > 3 else ""
+        return (
+            "judged relative to the output's scale where a trivial answer passes the "
+            f"problem's tolerance: {words}{more}",
+            details,
+        )
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -218,7 +364,9 @@ class Inputs:
 
         derived = replace(self.problem, shapes=[dict(s) for s in self.shapes])
         try:
-            self._unseen = unseen_shapes(derived, self.secret, device=self.device)
+            self._unseen = unseen_shapes(
+                derived, self.secret, device=self.device, max_work=self.max_work()
+            )
         except ProblemError:
             raise
         except Exception:
@@ -264,6 +412,102 @@ class Inputs:
                 return found[:1]
         return []
 
+    def held_sizes(self) -> dict[str, str]:
+        """Sizes of the checked shapes that the unseen shapes keep as given because how
+        they relate to the others cannot be seen (``unseen.size_links``), and why."""
+        if not self.options.unseen:
+            return {}
+        try:
+            return dict(size_links(self.problem, self.shapes).held)
+        except Exception:  # a problem whose sizes cannot be read: nothing held to report
+            return {}
+
+    # -- what the public calls cost here: the unseen shapes' cap and every budget ------
+
+    def note_cost(self, inputs: TrialInputs, seconds: float) -> None:
+        """The wall time of one public call (measured in this process, the worker's round
+        trip and the Triton interpreter included)."""
+        if inputs.kind == "public" and inputs.shape_index >= 0:
+            self._costs.setdefault(inputs.shape_index, []).append(seconds)
+
+    def _work(self, shape: dict[str, Any]) -> float:
+        """A shape's work as ``unseen.py`` counts it: sizes that follow others are not more."""
+        if self._fixed is None:
+            try:
+                self._fixed = size_links(self.problem, self.shapes).fixed
+            except Exception:  # sizes that cannot be read: every size counts
+                self._fixed = set()
+        return shape_size({k: v for k, v in shape.items() if k not in self._fixed})
+
+    def cost_model(self) -> tuple[float, float] | None:
+        """(seconds a call costs whatever its size, seconds per unit of work) from the
+        public calls: the smallest shape's slowest call, and the steepest rate above it;
+        None before any call was measured."""
+        points = [
+            (self._work(self.shapes[i]), max(times)) for i, times in self._costs.items() if times
+        ]
+        if not points:
+            return None
+        base = min(t for _, t in points)
+        rate = max([(t - base) / w for w, t in points if w > 0] or [0.0])
+        return base, rate
+
+    def projected(self, shape: dict[str, Any]) -> float | None:
+        """Seconds a call on ``shape`` should take here, from the public calls."""
+        model = self.cost_model()
+        if model is None:
+            return None
+        base, rate = model
+        work = self._work(shape)
+        if not work:
+            return max(max(t) for t in self._costs.values())
+        return base + rate * work
+
+    def max_work(self) -> float | None:
+        """The most work an unseen shape may hold: the largest public shape's, halved
+        until the call is projected to take at most ``UNSEEN_TIME_SHARE`` of --timeout
+        (halved, not solved for, so that the same secret keeps giving the same shapes
+        unless the device is slow for the public shapes themselves)."""
+        model = self.cost_model()
+        if model is None:
+            return None
+        base, rate = model
+        work = max(self._work(s) for s in self.shapes)
+        limit = UNSEEN_TIME_SHARE * self.options.timeout_s
+        # halving helps only while the work, not the call's fixed cost, is what is slow
+        while work > 1 and base + rate * work > limit and rate * work > base:
+            work /= 2
+        return work
+
+    def budget(self, inputs: TrialInputs) -> tuple[float, str]:
+        """Seconds a call on inputs never seen may take, and what the verdict says if it
+        times out: ``BUDGET_FACTOR`` x its projection from the public calls, never under
+        --timeout (nor over ``BUDGET_CAP`` x it)."""
+        timeout = self.options.timeout_s
+        projected = self.projected(inputs.shape)
+        if projected is None:
+            return timeout, ""
+        slowest = max(max(t) for t in self._costs.values())
+        seconds = min(BUDGET_CAP * timeout, max(timeout, BUDGET_FACTOR * projected))
+        self._budgets.append(round(seconds, 3))
+        note = (
+            f"the public shapes took at most {slowest:.2g} s a call here, and this call had "
+            f"{seconds:.3g} s ({BUDGET_FACTOR:g}x what they project for its size, at least "
+            "--timeout)"
+        )
+        return seconds, note
+
+    def cost_summary(self) -> dict[str, Any]:
+        """For the verdict's details: what the public calls took here, the unseen shapes'
+        work cap and the budgets the calls never seen were given."""
+        if not self._costs:
+            return {}
+        return {
+            "slowest_public_call_s": round(max(max(t) for t in self._costs.values()), 3),
+            "unseen_max_work": self.max_work(),
+            "budgets_s": list(self._budgets),
+        }
+
     def make_unseen(self, index: int) -> TrialInputs:
         shape = self.unseen_shapes()[index]
         inputs = self.make(0, UNSEEN_TRIAL + index, shape=shape, record=False, kind="unseen")
@@ -305,9 +549,33 @@ class Inputs:
     def largest_shape_index(self) -> int:
         return max(range(len(self.shapes)), key=lambda i: shape_size(self.shapes[i]))
 
+    def stress_classes(self) -> tuple[str, ...]:
+        """The stress-input classes this check runs (see the module docstring)."""
+        spec = self.problem.stress
+        if not self.options.unseen or spec is False:
+            return ()
+        mixed = self._mixed_by_default()
+        defaults = {c for c in STRESS_CLASSES if c == "rescale" or mixed}
+        if isinstance(spec, dict):
+            chosen = {c for c in STRESS_CLASSES if spec.get(c, c in defaults)}
+        elif isinstance(spec, (list, tuple, set, frozenset)):
+            chosen = set(spec)
+        else:
+            chosen = defaults
+        return tuple(c for c in STRESS_CLASSES if c in chosen)
+
+    def _mixed_by_default(self) -> bool:
+        """Whether the mixed-scale classes run unasked: every compute op the reference
+        ran is a known one (``MIXED_OPS``) and no check of the problem's own judges
+        (its fixed tolerance knows nothing of per-element slack)."""
+        if self.problem.check is not None:
+            return False
+        ops = self.study().ops
+        return bool(ops) and all(op_stem(op) in MIXED_OPS for op in ops)
+
     def stress_scale(self) -> float | None:
         """The factor the stress trial rescales float inputs by; None when it is off."""
-        if not self.options.unseen or self.problem.stress is False:
+        if "rescale" not in self.stress_classes():
             return None
         rng = self.rng("stress")
         return rng.choice((1e-3, 64.0))
@@ -333,6 +601,63 @@ class Inputs:
                 leaf.mul_(factor).add_(shift)
             moved = True
         return inputs if moved else None
+
+    def make_mixed(self) -> TrialInputs | None:
+        """Inputs of the largest checked shape with scales far apart inside each float
+        input (not an output tensor): the mixed-scale classes this check runs; None when
+        none runs or nothing could be changed."""
+        classes = [c for c in self.stress_classes() if c != "rescale"]
+        if not classes:
+            return None
+        index = self.largest_shape_index()
+        inputs = self.make(index, MIXED_TRIAL, record=False, kind="mixed")
+        slots = set(self.slots)
+        rng = self.rng("mixed")
+        moved = False
+        for i, leaf in enumerate(inputs.leaves):
+            if i in slots or not leaf.is_floating_point() or leaf.numel() < 2:
+                continue
+            moved = _mix(leaf, rng, classes) or moved
+        return inputs if moved else None
+
+    def mixed_slack(self, inputs: TrialInputs, reference: Any) -> list[torch.Tensor | None]:
+        """Per output tensor, each element's extra tolerance on the mixed-scale inputs:
+        twice how far the reference moves there when every float input element moves by
+        the input dtype's ``rtol`` (``perturbed_reference``), so an element the inputs'
+        scales make ill-conditioned (a constant row in a norm) is judged as loosely as the
+        reference itself is defined there."""
+        again = self.perturbed_reference(inputs.pristine, inputs.shape, MIXED_TRIAL)
+        out: list[torch.Tensor | None] = []
+        for a, b in zip(
+            [t for t in flatten(reference) if isinstance(t, torch.Tensor)],
+            [t for t in flatten(again) if isinstance(t, torch.Tensor)],
+            strict=False,
+        ):
+            if not a.is_floating_point() or a.shape != b.shape:
+                out.append(None)
+                continue
+            out.append(2 * (b.to(torch.float64) - a.to(torch.float64)).abs())
+        return out
+
+    def perturbed_reference(self, pristine: Any, shape: dict[str, Any], salt: int) -> Any:
+        """The reference on a copy of ``pristine`` whose float input elements (not output
+        tensors) each moved by the input dtype's ``rtol`` (at least 4 ulp), a random sign
+        each: how precisely the inputs define the output."""
+        moved = clone(pristine)
+        rng = torch.Generator().manual_seed(mix_seed(salt, 1, self.secret))
+        leaves = [t for t in flatten(moved) if isinstance(t, torch.Tensor)]
+        slots = set(self.slots)
+        with torch.no_grad():
+            for i, leaf in enumerate(leaves):
+                if i in slots or not leaf.is_floating_point() or leaf.numel() == 0:
+                    continue
+                step = max(
+                    self.problem.tolerance_for(leaf.dtype).rtol, 4 * torch.finfo(leaf.dtype).eps
+                )
+                signs = torch.randint(0, 2, leaf.shape, generator=rng).to(leaf.device) * 2 - 1
+                leaf.mul_(1 + step * signs.to(leaf.dtype))
+        with reference_precision(), torch.no_grad():
+            return self.problem.ref_output(moved, shape)
 
     def stress_ratio(self, inputs: TrialInputs, reference: Any) -> float:
         """After the stress call: how much the reference's output moved against the same
@@ -388,10 +713,48 @@ class Inputs:
         return out
 
 
-def shape_size(shape: dict[str, Any]) -> float:
-    """The product of a shape's integer sizes (how big its inputs are, roughly)."""
-    sizes = [v for v in shape.values() if isinstance(v, int) and not isinstance(v, bool)]
-    return math.prod(max(1, v) for v in sizes) if sizes else 0.0
+def _first_dtype(reference: Any) -> torch.dtype:
+    leaves = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
+    return leaves[0].dtype if leaves else torch.float32
+
+
+def _mix(t: torch.Tensor, rng: random.Random, classes: list[str]) -> bool:
+    """Scales far apart inside one tensor, in place: a few rows (segments of a vector)
+    and a column scaled up and down (``rows``), one element far out (``spike``), part of
+    a row set to one value (``block``), each in its own row. False: not changed."""
+    if not t.is_contiguous() or t.numel() < 2:
+        return False
+    if t.dim() >= 2:
+        grid = t.view(t.shape[0], -1)
+    else:
+        segments = min(8, t.numel())
+        grid = t[: segments * (t.numel() // segments)].view(segments, -1)
+    rows, cols = grid.shape
+    # a half-precision tensor gets milder factors: an honest kernel squaring a row
+    # scaled up 1000x in fp16 overflows where the reference (upcast inside) does not
+    wide = t.element_size() >= 4
+    big, small = (1e3, 1e-3) if wide else (4.0, 0.25)
+    order = rng.sample(range(rows), k=rows)
+    pick = [order[i % rows] for i in range(4)]
+    column = rng.randrange(cols)
+    with torch.no_grad():
+        peak = float(t.detach().abs().max()) or 1.0
+        if "rows" in classes:
+            grid[pick[0]].mul_(big)
+            if rows > 1:
+                grid[pick[1]].mul_(small)
+            if t.dim() >= 2 and cols > 1:
+                grid[:, column].mul_(big)
+        if "spike" in classes:
+            where = rng.randrange(cols)
+            if cols > 1 and where == column:
+                where = (where + 1) % cols
+            grid[pick[2], where] = rng.choice((-1.0, 1.0)) * big * peak
+        if "block" in classes and cols > 1:
+            start = rng.randrange(cols)
+            end = min(cols, start + max(2, cols // 4))
+            grid[pick[3], start:end] = grid[pick[3], start].clone()
+    return True
 
 
 def _magnitude_ratio(after: Any, before: Any) -> float:

@@ -21,6 +21,10 @@ SMALL_SHAPES: dict[str, list[dict[str, Any]]] = {
     "rmsnorm": [{"m": 5, "n": 33}],
     "matmul_bf16": [{"m": 32, "k": 64, "n": 48}],
     "matmul_fp32": [{"m": 32, "k": 64, "n": 48}],
+    # tall-and-wide fixtures: their full SHAPES run in test_signal_and_budgets.py
+    "softmax_rows": [{"m": 16, "n": 100}],
+    "layernorm_rows": [{"m": 12, "n": 100}],
+    "softmax_long_row": [{"m": 2, "n": 20000}],
 }
 
 

@@ -18,6 +18,13 @@ that turns ``device="cuda"`` into the CPU, and a CPU generator for a CUDA one), 
 unchanged problem still gives a verdict there (random values differ from a GPU's).
 The data may carry the output tensor a solution fills (``output[...] = ...; return
 output``): ``provides_outputs``; the ladder finds which leaves by running the reference.
+
+Some generators use the seed as data (pmpp_v2 ``sort_py``: row ``i`` is ``randn + seed +
+i``). Upstream's test seeds are below 10^4; the harness's secret-mixed seeds reach 2^31,
+where float32 keeps none of the noise: every row was one value, the input already sorted,
+and a kernel returning its input passed (the signal check found it; at 2^20 the check's
+``rtol`` of the values, 10, still let it pass). Seeds are folded below ``SEED_RANGE``
+before they reach ``generate_input``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from ...errors import ProblemError
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
 
 _SHADOW = ("utils", "task", "reference", "submission", "eval")
+SEED_RANGE = 1 << 14  # the scale of upstream's own test seeds (see the module docstring)
 
 
 def _is_cuda(device: Any) -> bool:
@@ -164,6 +172,7 @@ def load_gpumode(path: Path) -> Problem:
     ref_kernel = module.ref_kernel
 
     def generate(seed: int, shape: dict[str, Any], device: str) -> Any:
+        seed %= SEED_RANGE
         if device != "cpu":
             return to_device(generate_input(**shape, seed=seed), device)
         try:

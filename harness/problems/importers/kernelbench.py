@@ -15,6 +15,13 @@ library ops the reference calls (matmul, softmax, norms, convolutions) are forbi
 Module-level sizes (``batch_size``, ``N``, ...) can be overridden as shape keys; the
 module-level globals computed from an overridden one (``N = 2 * M``) are computed again
 (``ModuleSizes``), and a key that is no module-level global is named in the error.
+The same expressions tie sizes together in the unseen shapes (``ModuleSizes.links``):
+with ``--shapes out_features=24,bias_shape=24`` and upstream ``bias_shape =
+(out_features,)``, a derived shape that changes ``out_features`` recomputes
+``bias_shape`` instead of varying it on its own (which made an honest fused GEMM + bias
+kernel "wrong" on a bias that no longer matched its output); a size whose relation to the
+others cannot be seen (a shape written as a literal, or computed from a size the shape
+does not set) stays as given, and the verdict names it.
 
 Upstream sizes are chosen for a large GPU (a ReLU of 4096 x 393216 floats): a check uses
 them only for ``--bench`` on a GPU. By default a check runs on sizes scaled to the device
@@ -35,6 +42,7 @@ import torch
 from ...errors import ProblemError
 from ..policy import GROUPS, MODULES, canonical_name
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
+from ..unseen import SizeLinks, UnseenPolicy
 
 INIT_SEED = 42
 # elements (inputs + parameters) a default check shape may hold, per device
@@ -152,6 +160,86 @@ class ModuleSizes:
             k: v for k, v in self.original.items() if isinstance(v, int) and not isinstance(v, bool)
         }
 
+    def _reads(self, name: str) -> set[str]:
+        """The globals ``name``'s expression reads, directly or through other globals."""
+        direct = {n: reads for n, _, reads in self.steps}
+        out: set[str] = set()
+        todo = list(direct.get(name, set()))
+        while todo:
+            read = todo.pop()
+            if read in out or read == name or read not in self.original:
+                continue
+            out.add(read)
+            todo.extend(direct.get(read, set()))
+        return out
+
+    def computed(self, shape: dict[str, Any], names: set[str]) -> dict[str, Any]:
+        """What the module computes for ``names`` when the rest of ``shape`` is set."""
+        try:
+            self.apply({k: v for k, v in shape.items() if k not in names})
+            namespace = vars(self.module)
+            return {n: namespace[n] for n in names}
+        finally:
+            self.apply({})
+
+    def links(self, shapes: list[dict[str, Any]]) -> SizeLinks:
+        """Which keys of ``shapes`` belong together (see the module docstring)."""
+        keys = [k for k in dict.fromkeys(k for s in shapes for k in s) if k in self.original]
+        follows: dict[str, tuple[str, ...]] = {}
+        held: dict[str, str] = {}
+        for key in keys:
+            reads = self._reads(key)
+            sources = tuple(sorted(reads & set(keys) - {key}))
+            if sources:
+                given = [s[key] for s in shapes if key in s]
+                try:
+                    want = [self.computed(s, {key})[key] for s in shapes if key in s]
+                except ProblemError:
+                    want = []
+                if want and all(_same_size(g, w) for g, w in zip(given, want, strict=True)):
+                    follows[key] = sources
+                else:
+                    held[key] = (
+                        f"set to {given[0]!r}, not to what the problem computes from "
+                        f"{', '.join(sources)}"
+                    )
+            elif reads:
+                held[key] = (
+                    f"computed from {', '.join(sorted(reads))}, which the shape does not set"
+                )
+            elif isinstance(self.original[key], (tuple, list)):
+                held[key] = (
+                    "a shape written as a literal: how it relates to the other sizes is not written down"
+                )
+        # a held shape that repeats another size (bias_shape = (8192,) beside out_features =
+        # 8192, set to 24 and 24) most likely is that size: varying it alone would break them
+        for key in list(held):
+            for other in keys:
+                if other in held or other in follows or other == key:
+                    continue
+                if all(
+                    _is_size(s.get(other)) and s[other] in _as_sizes(s.get(key))
+                    for s in shapes
+                    if key in s
+                ):
+                    held[other] = f"the same size as {key}, which stays as given"
+        return SizeLinks(follows=follows, held=held, recompute=self._recompute(follows))
+
+    def _recompute(self, follows: dict[str, tuple[str, ...]]) -> Any:
+        if not follows:
+            return None
+
+        def recompute(shape: dict[str, Any]) -> dict[str, Any]:
+            out = dict(shape)
+            try:
+                values = self.computed(shape, set(follows) & set(shape))
+            except ProblemError:
+                return out  # the shape is then refused by the problem's own generator
+            out.update({k: _like(shape[k], v) for k, v in values.items()})
+            return out
+
+        return recompute
+
     def apply(self, shape: dict[str, Any]) -> list[str]:
         """Set the module's globals for ``shape``; the globals recomputed from it."""
         unknown = [k for k in shape if k not in self.original and not hasattr(self.module, k)]
@@ -179,6 +267,38 @@ class ModuleSizes:
             changed.add(name)
             derived.append(name)
         return derived
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _as_sizes(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (value,)
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    return value
+
+
+def _same_size(given: Any, computed: Any) -> bool:
+    """``24`` and ``(24,)`` are the same size (``torch.randn`` takes either)."""
+    return bool(_as_sizes(given) == _as_sizes(computed))
+
+
+def _like(given: Any, value: Any) -> Any:
+    """``value`` written the way the shape wrote the size it replaces (an int for a
+    one-element tuple when the shape gave an int)."""
+    if (
+        isinstance(given, int)
+        and isinstance(value, (tuple, list))
+        and len(value) == 1
+        and isinstance(value[0], int)
+    ):
+        return value[0]
+    if isinstance(given, list) and isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 def _meta_elements(module: Any, sizes: ModuleSizes, shape: dict[str, Any]) -> int | None:
@@ -310,4 +430,5 @@ def load_kernelbench(file: Path) -> Problem:
         },
         init=init,
         description=(module.Model.__doc__ or "").strip(),
+        unseen=UnseenPolicy(links=sizes.links),
     )
