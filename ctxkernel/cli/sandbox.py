@@ -8,6 +8,7 @@ and reach on this machine. For operators who audit the sandbox with their own pr
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from typing import Any
 
@@ -73,6 +74,8 @@ def run_cmd(
         return 2 if "error" in doc["worker"] else 0
     if not command:
         raise UserError("give a command to run: ctxkernel sandbox run -- CMD ARGS...")
+    if shutil.which(command[0]) is None:  # the launcher would exit 127 with less to say
+        raise UserError(f"no such command: {command[0]!r} (not a path, not on PATH)")
     code, _, _, _ = sandboxrun.run_sandboxed(list(command), device, backend, binds=list(binds))
     if code < 0:
         code = 128 - code
