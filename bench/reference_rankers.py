@@ -4,7 +4,7 @@ stands: the same queries and judgments as ``ctxkernel eval``, scored the same wa
 usage::
 
     python bench/reference_rankers.py --cutlass MIRROR/cutlass --triton MIRROR/triton \\
-        --ptx MIRROR/ptx91 --index-dir INDEX [--markdown | --json] \\
+        --ptx MIRROR/ptx91 [--tilelang MIRROR/tilelang] --index-dir INDEX [--markdown | --json] \\
         dev=bench/queries/eval-dev.jsonl test=bench/queries/eval-test.jsonl old=bench/queries/dev.jsonl
 
 Rankers:
@@ -164,19 +164,21 @@ class NaiveFusion:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("queries", nargs="+", metavar="[NAME=]QUERIES")
-    ap.add_argument("--cutlass", type=Path, required=True)
-    ap.add_argument("--triton", type=Path, required=True)
-    ap.add_argument("--ptx", type=Path, required=True)
+    ap.add_argument("--cutlass", type=Path)
+    ap.add_argument("--triton", type=Path)
+    ap.add_argument("--ptx", type=Path)
+    ap.add_argument("--tilelang", type=Path)
     ap.add_argument("--index-dir", default=None, help="the index for ours-file and naive-fusion")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
     sets = load_query_sets(args.queries)
-    files = {
-        name: CorpusFiles.load(name, root)
-        for name, root in (("cutlass", args.cutlass), ("triton", args.triton), ("ptx", args.ptx))
-    }
+    roots = {"cutlass": args.cutlass, "triton": args.triton, "ptx": args.ptx}
+    roots["tilelang"] = args.tilelang
+    files = {name: CorpusFiles.load(name, root) for name, root in roots.items() if root}
+    if not files:
+        ap.error("give at least one mirror (--cutlass, --triton, --ptx, --tilelang)")
     print("indexing whole files ...", file=sys.stderr)
     rankers_file: list[Any] = [WholeFileBM25(files)]
     rankers_chunk: list[Any] = []

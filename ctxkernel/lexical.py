@@ -326,6 +326,8 @@ class LexicalIndex:
     term_ids: Callable[[Sequence[str]], dict[str, int]]
     avg: dict[str, float]  # mean doc length per field
     _norms: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # ``_norm``
+    # field -> (query key, scores) of the last ``scores`` call
+    _last_scores: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict, repr=False)
 
     @staticmethod
     def build(directory: Path, db: sqlite3.Connection, term_ids: TermIds) -> int:
@@ -419,6 +421,13 @@ class LexicalIndex:
         """
         import numpy as np
 
+        # one search asks for the same field's scores more than once (the rankings, the
+        # raise sites' pool, the path ranker's best chunk of a file): the last answer
+        # per field is kept, read-only
+        key = (tuple(tokens), tuple(sorted(weights.items())) if weights else ())
+        last = self._last_scores.get(field)
+        if last is not None and last[0] == key:
+            return last[1]
         f = self.fields[field]
         n = len(f.length)
         scores = np.zeros(n, dtype=np.float32)
@@ -436,7 +445,10 @@ class LexicalIndex:
             scale = weights.get(t, 1.0) if weights else 1.0
             w = np.float32(idf(n, hi - lo) * scale)
             scores[docs] += w * tf / (tf + norm[docs])
-        return scores[self.file_of] if field == "file" else scores
+        out = scores[self.file_of] if field == "file" else scores
+        out.flags.writeable = False
+        self._last_scores[field] = (key, out)
+        return out
 
     def _norm(self, field: str) -> Any:
         """``k1 * (1 - b + b * length / avgdl)`` of every doc of ``field``, computed once

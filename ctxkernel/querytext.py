@@ -12,18 +12,8 @@ from __future__ import annotations
 
 import re
 
-# an exception or diagnostic name in front of a message: ``ValueError:``,
-# ``triton.compiler.errors.CompilationError:``, ``error[INTERNAL]:``, ``fatal error:``
-_TYPE_PREFIX = re.compile(
-    r"^\s*(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*(?:Error|Exception|Warning|Failure|Interrupt)"
-    r"|error(?:\[\w+\])?|fatal error|warning|Error|ERROR|assert(?:ion)? failed)\s*:\s*"
-)
-# a compiler location in front: ``kernel.cu(84): ``, ``foo.py:12:3: ``, ``at 26:16: ``
-_LOCATION = re.compile(r"^\s*(?:[\w./-]+\(\d+\)|[\w./-]+\.\w+:\d+(?::\d+)?|at \d+:\d+)\s*:\s*")
-_STATIC_ASSERT = re.compile(r"^\s*static assertion failed(?: with)?\s*:?\s*", re.IGNORECASE)
-# ``AssertionError('...')`` / ``ValueError("...")`` around the message
-_CALL_WRAP = re.compile(r"^\s*[A-Z]\w*(?:Error|Exception|Warning)\(\s*(['\"])(.*)\1\s*\)\s*$", re.S)
-_QUOTED = re.compile(r"^\s*(['\"`])(.*)\1\s*$", re.S)
+from . import errortext
+
 _ERROR_WORD = re.compile(r"(?:Error|Exception|Warning)\b|\berror\b|static assertion", re.I)
 
 _EXAMPLE = re.compile(
@@ -33,40 +23,14 @@ _EXAMPLE = re.compile(
 
 def error_message(query: str) -> str | None:
     """The message an error-like query quotes, its wrapping peeled off; None when the
-    query does not read as a pasted error (no exception type, diagnostic or location in
-    front). A whole pasted traceback is read by its last line that names an error: the
-    frames before it are where the error passed, not what it says."""
-    found = _peeled(query)
-    lines = query.strip().splitlines()
-    if found is None and len(lines) > 1:
-        for line in reversed(lines):
-            found = _peeled(line)
-            if found is not None:
-                break
-    return found
+    query does not read as a pasted error. ``errortext`` reads every form people paste
+    (tracebacks, compiler diagnostics with locations and notes, wrapped lines)."""
+    return errortext.message(query)
 
 
-def _peeled(query: str) -> str | None:
-    text = " ".join(query.split())
-    peeled = False
-    for _ in range(6):
-        before = text
-        for pattern in (_LOCATION, _TYPE_PREFIX, _STATIC_ASSERT):
-            m = pattern.match(text)
-            if m and m.end() < len(text):
-                text = text[m.end() :]
-                peeled = True
-        m = _CALL_WRAP.match(text)
-        if m:
-            text, peeled = m.group(2), True
-        m = _QUOTED.match(text)
-        if m and peeled:
-            text = m.group(2)
-        if text == before:
-            break
-    if not peeled or len(text.strip()) < 6:
-        return None
-    return text.strip()
+def error_messages(query: str) -> list[str]:
+    """Every message the query quotes, the most telling first (``errortext.messages``)."""
+    return errortext.messages(query)
 
 
 def looks_like_error(query: str) -> bool:
@@ -77,3 +41,54 @@ def looks_like_error(query: str) -> bool:
 def wants_example(query: str) -> bool:
     """The query asks for an example, tutorial or sample (not for a definition)."""
     return _EXAMPLE.search(query) is not None and not _ERROR_WORD.search(query)
+
+
+_QUESTION = re.compile(
+    r"(?:^|[.;:!?]\s+|\n)\s*(?:how|what|why|when|where|which|is there|are there|can i|can we"
+    r"|should i|do i|does|is it)\b|\?\s*$",
+    re.I,
+)
+
+
+def asks_how(query: str) -> bool:
+    """A question in words (how / what / why ..., or a question mark at its end) rather
+    than a name, an error or a fragment of code: the tutorial, guide or docs section that
+    teaches the concept answers it as well as the API source that implements it."""
+    if looks_like_error(query) or len(query.split()) < 4:
+        return False
+    return _QUESTION.search(query) is not None
+
+
+def plain_words(query: str) -> bool:
+    """The query names no identifier (``make_tiled_copy``, ``tl.dot``)."""
+    from .tokenize import identifiers
+
+    return not identifiers(query)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.?!;])\s+|\n+|\s+-\s+")
+SENTENCE_MIN_WORDS = 4
+
+
+def sentences(query: str, min_query_words: int = 25) -> list[str]:
+    """The sentences of a long question in the asker's words (their setting, what they
+    tried, what they ask), each of at least ``SENTENCE_MIN_WORDS`` words; [] for a short
+    query. Each part can be searched on its own: a whole paragraph's words blur both a
+    BM25 ranking and a mean of word vectors, and the part that asks is often one line."""
+    if len(query.split()) < min_query_words:
+        return []
+    parts = [p.strip() for p in _SENTENCE_END.split(query) if p and p.strip()]
+    parts = [p for p in parts if len(p.split()) >= SENTENCE_MIN_WORDS]
+    return parts if len(parts) >= 2 else []
+
+
+_SEEKS_FILE = re.compile(
+    r"\b(?:examples?|samples?|demos?|sample code|implementations?|looking for)\b", re.I
+)
+
+
+def seeks_file(query: str) -> bool:
+    """The query asks for a whole file to start from (an example, a sample, an
+    implementation of something), not for the passage that explains a point; a mention
+    of a tutorial alone ("in the matmul tutorial, why ...") is a question about it."""
+    return _SEEKS_FILE.search(query) is not None and not _ERROR_WORD.search(query)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import hubs, pathrank, querytext, raises, symbols
+from . import errortext, hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
@@ -170,7 +170,24 @@ class Searcher:
         # location and quotes are wrapping no source line holds
         message = querytext.error_message(query)
         text = message or query
+        if message:
+            # a question in the user's words around the paste: those words name what
+            # the message alone does not (the call, the API), so both are searched
+            own = errortext.own_words(query)
+            if OWN_WORDS_MIN and len(own.split()) >= OWN_WORDS_MIN:
+                text = f"{own} {message}"
+        # a message pasted bare (no type, no location) is read for raise sites too, but
+        # only a site that accounts for most of it leads: plain phrases read like this
+        bare = None
+        if message is None and BARE_MIN_SHARE < 1.0 and not is_name_query(query):
+            bare = errortext.maybe_bare(query)
         example = querytext.wants_example(query)
+        whole_file = querytext.seeks_file(query)  # an example to start from, not a passage
+        teach = (
+            TEACH_BOOST != 1.0
+            and querytext.asks_how(query)
+            and (not TEACH_PLAIN_ONLY or querytext.plain_words(query))
+        )
         pool: list[tuple[float, str, int]] = []  # body matches the raise sites are read from
         # Each ranker gives one list over all the corpora, merged by its score (BM25,
         # cosine distance, definition order), so a corpus's place in it is earned: a
@@ -185,10 +202,17 @@ class Searcher:
                 scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
-            if message and mode == "hybrid":
+            if (message or bare) and mode == "hybrid":
+                # the raise sites are read from the chunks whose text holds the message
+                said = tokenize(message or bare or "") if text != (message or bare) else tokens
+                said_idf = (
+                    _shared_idf(caches, said, ("body",))
+                    if len(caches) > 1 and said is not tokens
+                    else shared
+                )
                 for name, cache in caches.items():
-                    weights = shared.get(name, {}).get("body")
-                    pool.extend(_body_pool(cache, tokens, RAISE_POOL, filters, weights))
+                    weights = said_idf.get(name, {}).get("body")
+                    pool.extend(_body_pool(cache, said, RAISE_POOL, filters, weights))
                 pool = sorted(pool, key=lambda e: -e[0])[:RAISE_POOL]
             for fieldname, entries in by_field.items():
                 weight = getattr(self.weights, fieldname)
@@ -218,6 +242,10 @@ class Searcher:
                 if entries:
                     lists.append((weight, _best_first(entries, depth, reverse=False)))
             timings["dense_ms"] = (time.perf_counter() - t) * 1000
+        if mode == "hybrid" and SENTENCE_WEIGHT and not message and not whole_file:
+            t = time.perf_counter()
+            lists.extend(self._sentence_lists(caches, query, depth, filters))
+            timings["sentences_ms"] = (time.perf_counter() - t) * 1000
         if mode in ("hybrid", "lexical"):
             # a bare name asks for its definition: the definitions lead, in their order.
             # The symbol table is an exact-name match, so lexical mode ("for exact
@@ -236,21 +264,56 @@ class Searcher:
                 by_path: list[tuple[float, str, int]] = []
                 for name, cache in caches.items():
                     index = pathrank.path_index(cache, cache.get_info("generation") or "")
-                    by_path.extend((sc, name, r) for sc, r in index.rank(query, depth))
+                    files = index.rank(query, depth)
+                    if PATH_BEST_CHUNK and not whole_file and files:
+                        # a question about a file's topic is answered by the section of
+                        # it that speaks to the question, not by its opening lines
+                        files = _best_chunk_of_files(cache, files, tokens)
+                    by_path.extend((sc, name, r) for sc, r in files)
                 if by_path:
                     allowed = _allowed_rows(caches, filters)
                     by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
                     lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
-            if message and pool and self.weights.raises:
+            if (message or bare) and pool and self.weights.raises:
                 t = time.perf_counter()
-                raising = _raise_sites(caches, pool, message)
+                if message:
+                    raising = _raise_sites(caches, pool, message)
+                else:
+                    raising = _raise_sites(caches, pool, bare or "", BARE_MIN_SHARE)
                 if raising:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
         fused = _rrf(lists, sharp)
-        hits = self._materialize(caches, fused, k, filters, mode, example)
+        hits = self._materialize(caches, fused, k, filters, mode, example, teach)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(hits, took, mode, names, timings)
+
+    def _sentence_lists(
+        self, caches: dict[str, CorpusCache], query: str, depth: int, filters: Filters
+    ) -> list[tuple[float, list[tuple[str, int]]]]:
+        """A long question's sentences, each ranked on its own too (body BM25 and dense),
+        so the line that asks is not drowned by the setting told around it."""
+        lists: list[tuple[float, list[tuple[str, int]]]] = []
+        for part in querytext.sentences(query, SENTENCE_MIN_QUERY_WORDS):
+            part_tokens = tokenize(part)
+            part_idf = _shared_idf(caches, part_tokens, ("body",)) if len(caches) > 1 else {}
+            body: list[tuple[float, str, int]] = []
+            for name, cache in caches.items():
+                w = part_idf.get(name, {}).get("body")
+                body.extend(_body_pool(cache, part_tokens, depth, filters, w))
+            if body and SENTENCE_BODY:
+                ranked = _best_first(body, depth, reverse=True)
+                lists.append((SENTENCE_WEIGHT * SENTENCE_BODY, ranked))
+            near: dict[str, list[tuple[float, str, int]]] = {}
+            for name, cache in caches.items():
+                e = self.embedder_for(name)
+                found = self._dense(name, cache, query_vector(e, part), depth, filters)
+                near.setdefault(e.key, []).extend((d, name, r) for r, d in found)
+            for entries in near.values():
+                if entries and SENTENCE_DENSE:
+                    ranked = _best_first(entries, depth, reverse=False)
+                    lists.append((SENTENCE_WEIGHT * SENTENCE_DENSE, ranked))
+        return lists
 
     def _dense(
         self, name: str, cache: CorpusCache, vector: Any, depth: int, filters: Filters
@@ -275,6 +338,7 @@ class Searcher:
         filters: Filters,
         mode: str,
         example: bool = False,
+        teach: bool = False,
     ) -> list[Hit]:
         # the same window whatever k is (up to 10), so top-5 is the head of top-10
         wanted = fused[: max(k * 3, RERANK_WINDOW)]
@@ -293,6 +357,8 @@ class Searcher:
                 prior *= HUB_PRIOR
             if example and chunk.kind in EXAMPLE_KINDS:
                 prior *= EXAMPLE_BOOST
+            elif teach and chunk.kind in TEACHING_KINDS:
+                prior *= TEACH_BOOST
             hits.append(Hit(chunk, score=score * prior, via=mode))
         hits.sort(key=lambda h: -h.score)
         hits = spread(merge_adjacent(hits))[:k]
@@ -306,6 +372,17 @@ HUB_SHARE = 0.7  # of a chunk's lines that are listing (see hubs.py) to make it 
 HUB_PRIOR = 0.85  # a hub chunk's score
 EXAMPLE_KINDS = frozenset({"example", "tutorial"})
 EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial chunks
+OWN_WORDS_MIN = 6  # of a user's words around a pasted error to search them with it (0: never)
+BARE_MIN_SHARE = 0.75  # of a bare message a raise site must account for (1.0: off)
+SENTENCE_WEIGHT = 1.0  # each list of a long question's sentences (0: off)
+SENTENCE_BODY = 1.0  # ... times this for a sentence's body BM25 list
+SENTENCE_DENSE = 1.0  # ... and this for its dense list
+SENTENCE_MIN_QUERY_WORDS = 25  # a question this long is also searched sentence by sentence
+PATH_BEST_CHUNK = True  # path hits stand in by the file's best chunk for the query
+# a question in words: the material that teaches (tutorials, guides, docs, examples)
+TEACHING_KINDS = frozenset({"tutorial", "doc", "example"})
+TEACH_BOOST = 1.0  # its score for such a question (1.0: off)
+TEACH_PLAIN_ONLY = False  # only for questions that name no identifier
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
@@ -403,16 +480,17 @@ def _lexical(
 
 
 def _shared_idf(
-    caches: dict[str, CorpusCache], tokens: list[str]
+    caches: dict[str, CorpusCache], tokens: list[str], fields: Sequence[str] = ()
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Token weights that put several corpora's BM25 scores on one IDF."""
+    """Token weights that put several corpora's BM25 scores on one IDF (of ``fields``,
+    default all)."""
     from .lexical import FIELDS, shared_idf_weights
 
     stats = {}
     for name, cache in caches.items():
         index = cache.bm25()
         if index is not None and tokens:
-            stats[name] = {field: index.doc_stats(field, tokens) for field in FIELDS}
+            stats[name] = {field: index.doc_stats(field, tokens) for field in fields or FIELDS}
     return shared_idf_weights(stats)
 
 
@@ -480,6 +558,35 @@ def _symbol_rows(
     return ranked[:SYMBOL_DEPTH]
 
 
+def _best_chunk_of_files(
+    cache: CorpusCache, ranked: list[tuple[float, int]], tokens: list[str]
+) -> list[tuple[float, int]]:
+    """``ranked``'s (score, first chunk row) with each file's row swapped for its chunk
+    with the best BM25 body score for ``tokens`` (the first chunk where none matches)."""
+    import numpy as np
+
+    index = cache.bm25()
+    if index is None or not tokens or not len(index.rows):
+        return ranked
+    body = index.scores("body", tokens)
+    matched = np.flatnonzero(body > 0)
+    if not len(matched):
+        return ranked
+    # each file's best matching chunk: the first of its chunks in (file, -score) order
+    order = matched[np.lexsort((-body[matched], index.file_of[matched]))]
+    files, first = np.unique(index.file_of[order], return_index=True)
+    best_of = dict(zip(files.tolist(), index.rows[order[first]].tolist(), strict=True))
+    wanted = np.fromiter((row for _, row in ranked), np.int64, count=len(ranked))
+    where = np.flatnonzero(np.isin(index.rows, wanted))
+    file_of_row = dict(zip(index.rows[where].tolist(), index.file_of[where].tolist(), strict=True))
+    out = []
+    for score, row in ranked:
+        f = file_of_row.get(row)
+        best = best_of.get(f) if f is not None else None
+        out.append((score, int(best) if best is not None else row))
+    return out
+
+
 def _allowed_rows(caches: dict[str, CorpusCache], filters: Filters) -> dict[str, set[int]] | None:
     """Per corpus, the rows the filters let through; None when nothing is filtered."""
     if not (filters.path or filters.language or filters.kind):
@@ -521,7 +628,10 @@ def _body_pool(
 
 
 def _raise_sites(
-    caches: dict[str, CorpusCache], pool: list[tuple[float, str, int]], message: str
+    caches: dict[str, CorpusCache],
+    pool: list[tuple[float, str, int]],
+    message: str,
+    min_share: float = 0.0,
 ) -> list[tuple[str, int]]:
     """(corpus, row) of the pooled chunks whose statement raises ``message``, best first."""
     by_corpus: dict[str, list[int]] = {}
@@ -532,7 +642,7 @@ def _raise_sites(
     for name, rows in by_corpus.items():
         for row, text in caches[name].texts_by_rows(rows).items():
             share, _ = raises.match(text, prepared)
-            if share > 0:
+            if share > 0 and share >= min_share:
                 scored.append((-share, len(scored), name, row))
     scored.sort()
     return [(name, row) for _, _, name, row in scored[:SYMBOL_DEPTH]]

@@ -71,6 +71,14 @@ SHORT = {
     metavar="SET",
     help="List the misses of this set (test included). Repeatable.",
 )
+@click.option(
+    "--context",
+    "with_context",
+    is_flag=True,
+    help="Also report context efficiency: the share of the judged lines inside the first "
+    "2,000 and 8,000 tokens of the search tool's output and of a scripted grep-only "
+    "agent's (ripgrep on the query's distinctive terms, top files read in order).",
+)
 @click.option("--markdown", is_flag=True, help="Print Markdown tables (for bench/RESULTS.md).")
 @click.option(
     "--settings",
@@ -89,6 +97,7 @@ def eval_cmd(
     file_level: bool,
     show_misses: bool,
     misses_of: tuple[str, ...],
+    with_context: bool,
     markdown: bool,
     list_settings: bool,
     index_dir: str | None,
@@ -172,15 +181,41 @@ def eval_cmd(
     if unknown:
         raise UserError(f"--misses-of {unknown[0]}: no such query set")
     missed = misses(results, sets=miss_sets) if miss_sets else []
+    context: list[Row] = []
+    if with_context:
+        from ..context_eval import run as context_run
+
+        context = context_run(base_ws, sets, by=groups)
     if as_json:
-        for row in [*rows, *deltas, *missed]:
+        for row in [*rows, *deltas, *context, *missed]:
             json_line(row)
         return 0
     if markdown:
         _print_markdown(rows, deltas, missed)
+        if context:
+            click.echo("\n" + _context_markdown(context))
         return 0
     _print_tables(rows, deltas, missed)
+    if context:
+        click.echo("\n" + _context_markdown(context))
     return 0
+
+
+def _context_markdown(rows: list[Row]) -> str:
+    """Context efficiency, one line per (set, group), the readers side by side."""
+    readers = list(dict.fromkeys(r["reader"] for r in rows))
+    budgets = [k for k in rows[0] if k.startswith("ctx@")]
+    head = ["set", "group", "n"] + [f"{r} {b}" for r in readers for b in budgets]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keyed = {(r["set"], r["group"], r["reader"]): r for r in rows}
+    for set_name, group in dict.fromkeys((r["set"], r["group"]) for r in rows):
+        first = keyed[(set_name, group, readers[0])]
+        cells = [set_name, group, str(first["n"])]
+        for reader in readers:
+            row = keyed.get((set_name, group, reader))
+            cells += [f"{row[b]:.3f}" if row else "" for b in budgets]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def _print_markdown(rows: list[Row], deltas: list[Row], missed: list[Row]) -> None:
