@@ -1,4 +1,4 @@
-"""Verdict speed (issue 14): how long a check takes, against its floor and a baseline tree.
+"""Verdict speed: how long a check takes, against its floor and a baseline tree.
 
 ``python3 bench/check_speed.py [--device cpu|cuda] [--baseline TREE] [--only PARTS]`` runs,
 in one process and interleaved round by round (so a busy machine slows every subject alike):
@@ -276,7 +276,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if values:
             doc[f"median_{key}"] = round(statistics.median(values), 3)
     walls = [float(r["wall_s"]) for r in rows if r.get("wall_s") is not None]
-    if walls:  # the --bench line of issue 14: a full check within 4 s
+    if walls:  # the --bench line: a full check within 4 s
         doc["wall_range_s"] = [min(walls), max(walls)]
         doc["within_4_s"] = f"{sum(w <= 4.0 for w in walls)} of {len(walls)}"
     return doc
@@ -373,7 +373,7 @@ def _run_detail(shape: dict[str, Any]) -> dict[str, Any]:
 def table(doc: dict[str, Any]) -> str:
     """The RESULTS.md section."""
     lines = [
-        f"## {doc['date']} — verdict speed (issue 14, bench/check_speed.py, {doc['device']})",
+        f"## {doc['date']} — verdict speed (bench/check_speed.py, {doc['device']})",
         "",
         f"Machine: {doc['machine']}. Interleaved rounds: {doc['rounds']}. Baseline: "
         f"{doc.get('baseline_label') or 'none'}, measured in the same run.",

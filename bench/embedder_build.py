@@ -1,4 +1,4 @@
-"""The static embedder's one-time build (issue 17), before and after in one run on this
+"""The static embedder's one-time build, before and after in one run on this
 machine: `ctxkernel embedder build --json` of the code at ``--baseline-ref`` and of this
 checkout, each in a fresh embedders dir under /usr/bin/time -v (wall, CPU seconds, peak
 memory, load average before and after), then what the two models are: rows, tokens the
@@ -122,7 +122,7 @@ def identity(before: Path, after: Path) -> dict[str, float]:
 
 def markdown(res: dict[str, Any]) -> str:
     lines = [
-        f"## {res['date']} — the static embedder's build, before and after (issue 17)",
+        f"## {res['date']} — the static embedder's build, before and after",
         "",
         f"Machine: {res['machine']}. Command: `{res['command']}`",
         "",

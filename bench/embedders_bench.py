@@ -1,4 +1,4 @@
-"""Embedders side by side (issue 17), in one run on this machine: the static embedder's
+"""Embedders side by side, in one run on this machine: the static embedder's
 one-time build, a cold index of the corpora with each embedder (wall seconds, stages, peak
 memory from /usr/bin/time -v), a re-index after touching one file, fresh-process `search`
 and `docs` beside `grep`, the quality of each embedder's index (hybrid and dense-only, per
@@ -288,7 +288,7 @@ def machine() -> str:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    lines = [f"## {res['date']} — index CUTLASS in under a minute: static vs MiniLM (issue 17)", "",
+    lines = [f"## {res['date']} — index CUTLASS in under a minute: static vs MiniLM", "",
              f"Machine: {res['machine']}; load average at the end {res.get('load_end', '?')}. "
              f"Command: `{res['command']}`", ""]  # fmt: skip
     if "build" in res:

@@ -1,4 +1,4 @@
-"""GPU validation checks for the harness (issue 5), one per command, each writing JSON.
+"""GPU validation checks for the harness, one per command, each writing JSON.
 
 ``python bench/gpu_checks.py NAME --out DIR`` runs one check through the harness's public
 API and writes ``DIR/NAME.json`` (the verdict, the feedback text, the numbers the

@@ -1,4 +1,4 @@
-"""Facts about a GPU machine that the harness's design leans on (issue 14), measured in one
+"""Facts about a GPU machine that the harness's design leans on, measured in one
 run: interpreter and import costs, CUDA initialisation in a fresh process and in a child
 forked from a process that imported torch and triton (before CUDA was touched), whether a
 second timer (torch.profiler's CUPTI kernel records) sees a Triton kernel and agrees with

@@ -1,4 +1,4 @@
-"""GPU validation of the TileLang backend (issue 13): the whole ladder on both TileLang examples,
+"""GPU validation of the TileLang backend: the whole ladder on both TileLang examples,
 and a wrong TileLang kernel.
 
 ``python bench/gpu_tilelang.py --out DIR`` runs, through the harness's public API:

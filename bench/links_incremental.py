@@ -1,4 +1,4 @@
-"""The concept-link table's update on a real corpus (issue 17, re-index after touching one
+"""The concept-link table's update on a real corpus (re-index after touching one
 file): edit files of a CUTLASS clone one at a time, re-index it with `ctxkernel index`, and
 check that the table the run left (the changed files' links applied in place, or the table
 built again) holds exactly what a full build of the same cache finds.

@@ -602,7 +602,7 @@ def _header(args, mirrors, everything, dev, test, stats) -> list[str]:  # type: 
     per = ", ".join(f"{c}/{k} {n}" for (c, k), n in sorted(by.items()))
     n_hand = sum(1 for q in everything if q.kind == "howto")
     return [
-        "// Independent evaluation set for `ctxkernel eval` (issue 12), {SPLIT} split. "
+        "// Independent evaluation set for `ctxkernel eval`, {SPLIT} split. "
         "dev: tune on it. test: report it; do not read its misses while tuning.",
         f"// Built by: {cmd}",
         f"// Corpora (local mirrors, not committed): {'; '.join(heads)}.",

@@ -1,6 +1,6 @@
 """Write ``ctxkernel/data/static_identifier_rows.npz``: the base transformer's rows of the
 default static recipe's padded identifiers, so that ``ctxkernel embedder build`` computes
-only the base tokens (issue 17: a build in a minute or two on 2 cores).
+only the base tokens (a build in a minute or two on 2 cores).
 
     python bench/ship_static_rows.py            # the default recipe, the bundled MiniLM
     python bench/ship_static_rows.py --check 50 # recompute 50 rows and compare

@@ -1,4 +1,4 @@
-"""Issue 14 on a GPU: where does an event median above the kernel records come from?
+"""On a GPU: where does an event median above the kernel records come from?
 
 The harness's witness takes kernel records in a phase of its own, before the timed loop,
 so a difference between the two timers could be the launch (the GPU idle between the

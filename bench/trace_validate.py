@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU validation of intra-kernel tracing (issue 8): Proton scopes and the ck_trace helper on an H200.
+"""GPU validation of intra-kernel tracing: Proton scopes and the ck_trace helper on an H200.
 
 Run from the repository root on the GPU machine (no network needed)::
 

@@ -1,4 +1,4 @@
-"""Where a fresh process's first Triton call spends its time (issue 14: the compile rung is
+"""Where a fresh process's first Triton call spends its time (the compile rung was
 1.6-1.8 s of a 4 s verdict): import, CUDA init, the driver's C helpers, the kernel's
 compile and first launch, a second launch. Each case is a fresh process.
 

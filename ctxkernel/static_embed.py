@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 # A recipe's version says how its rows are made. 2: model2vec's distill as it is (each
 # identifier averaged with the ~120 pads of MiniLM's fixed padding), then our identifier
 # rows; 3: the same with the padding off (static_distill's docstring), 5x less CPU to
-# build. The default stays 2 until 3 passes the quality rule (bench/RESULTS.md, issue 17:
+# build. The default stays 2 until 3 passes the quality rule (bench/RESULTS.md:
 # eval-test Recall@10 -0.008, outside 0.005); the "fast" preset is 3.
 RECIPE_VERSION = 2
 UNPADDED_VERSION = 3

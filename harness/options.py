@@ -66,7 +66,7 @@ class RunOptions:
         metadata=option("--backend", choices=_backends, help="Declare the candidate's backend."),
     )
     secret: int | None = None  # secret seed; None: os.urandom
-    # -- library use and unseen inputs (issue 18): harness/library.py, rungs/inputs.py ----
+    # -- library use and unseen inputs: harness/library.py, rungs/inputs.py ----
     allow_library: tuple[str, ...] = field(
         default=(),
         metadata=option(
@@ -127,7 +127,7 @@ class RunOptions:
         ),
     )
     allow_programs: tuple[str, ...] = ()  # extra programs the candidate may run
-    # -- performance (issue 5): benchmark + roofline, dumps, profile --------------------
+    # -- performance: benchmark + roofline, dumps, profile --------------------
     bench: bool = field(
         default=False,
         metadata=option(
@@ -194,7 +194,7 @@ class RunOptions:
             "--profile", is_flag=True, help="Profile the candidate's kernels with ncu."
         ),
     )
-    # -- intra-kernel tracing (issue 8): harness/rungs/trace.py --------------------------
+    # -- intra-kernel tracing: harness/rungs/trace.py --------------------------
     trace: bool = field(
         default=False,
         metadata=option(

@@ -58,6 +58,6 @@ def write_record(
             if len(data) > LOG_LIMIT:
                 data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
             (path / log.name).write_bytes(redact_bytes(data, secrets))
-        for timeline in sorted(logdir.glob("*.trace.json")):  # trace rung (issue 8)
+        for timeline in sorted(logdir.glob("*.trace.json")):  # trace rung
             (path / timeline.name).write_bytes(redact_bytes(timeline.read_bytes(), secrets))
     return path

@@ -415,7 +415,7 @@ def performance_lines(perf: dict[str, Any]) -> list[str]:
         ]
         stalls = ", ".join(s["reason"] for s in profile.get("top_stalls") or [])
         out.append("ncu: " + ", ".join(bits) + (f"; top stalls: {stalls}" if stalls else ""))
-    trace = perf.get("trace") or {}  # trace rung (issue 8): where the time goes in the kernel
+    trace = perf.get("trace") or {}  # trace rung: where the time goes in the kernel
     if trace.get("sentence"):
         out.append(f"trace on {trace.get('shape')}: {trace['sentence']}")
         out.extend(str(line) for line in (trace.get("lines") or [])[:8])

@@ -177,7 +177,7 @@ def device_info(device: str | None, backend: str) -> DeviceInfo:
 def harness_ceilings(device: str, gpu: str = "") -> dict[str, Any]:
     """The ceilings the harness measured and cached for this GPU model, if any.
 
-    Read from the harness's cache file (``harness.perf.ceilings``, issue 5) without measuring
+    Read from the harness's cache file (``harness.perf.ceilings``) without measuring
     anything: the roofline rung measures them on first use, so a first run on a new
     machine learns them from its first benchmarked verdict instead.
     """

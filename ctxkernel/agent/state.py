@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from harness import RunOptions
+
 from .client import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ class AgentConfig:
     min_gain: float = 0.03  # a new best must be this much faster (timing noise is ~1-4%)
     device: str | None = None
     trials: int = 3
-    check_timeout_s: float = 60.0
+    check_timeout_s: float = RunOptions.timeout_s  # one home: the check's own default
     context_tokens: int = 100_000
     lookups_per_version: int = 12
     runner: str | None = None  # harness.runners spec; None: local (one sample) or pool

@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from harness import RunOptions
 from harness.backends import backend_names
 
 from ..errors import UserError
@@ -101,8 +102,8 @@ def parse_duration(text: str | None) -> float | None:
               "remote runner pass --device cuda.")  # fmt: skip
 @click.option("--seeds", "trials", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Trials (fresh inputs) per shape in each check.")  # fmt: skip
-@click.option("--check-timeout", type=click.FloatRange(1.0), default=60.0, show_default=True,
-              help="Seconds per harness worker request.")  # fmt: skip
+@click.option("--check-timeout", type=click.FloatRange(1.0), default=RunOptions.timeout_s, show_default=True,
+              help="Seconds per harness worker request (as `check --timeout`).")  # fmt: skip
 @click.option("--context-tokens", type=click.IntRange(4000), default=100_000, show_default=True,
               help="Trim old turns when the conversation grows past this.")  # fmt: skip
 @click.option("--price", default=None, metavar="IN,OUT",

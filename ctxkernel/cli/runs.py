@@ -321,7 +321,7 @@ def plot_cmd(run: str, output: Path | None, runs_dir: Path | None) -> int:
     return 0
 
 
-# -- intra-kernel trace timelines (issue 8): the command lives in trace.py ---------------
+# -- intra-kernel trace timelines: the command lives in trace.py ---------------
 from .trace import trace_plot_cmd  # noqa: E402
 
 runs_group.add_command(trace_plot_cmd)

@@ -84,7 +84,7 @@ def default_deadline(options: RunOptions) -> float:
         seconds += 600
     if getattr(options, "profile", False):
         seconds += 900
-    if getattr(options, "trace", False):  # trace rung (issue 8): instrumented build + worker
+    if getattr(options, "trace", False):  # trace rung: instrumented build + worker
         seconds += 600
     return max(900.0, seconds)
 

@@ -219,7 +219,7 @@ class Worker:
                 importlib.import_module(str(name))
             except ImportError:
                 pass
-        from ..tracing import install_candidate_api  # trace rung (issue 8): `import ck_trace`
+        from ..tracing import install_candidate_api  # trace rung: `import ck_trace`
 
         install_candidate_api()
         backend.prepare_trace(self.device, os.path.join(self.workdir, str(req["candidate"])))

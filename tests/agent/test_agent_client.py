@@ -1,4 +1,4 @@
-"""Issue 11: the model client against servers that do not stream, and the key's lifetime.
+"""The model client against servers that do not stream, and the key's lifetime.
 
 An API-compatible server may answer a streamed request (``stream: true``) with a plain
 ``application/json`` message: the SDK's stream then ends in an ``AssertionError``. The

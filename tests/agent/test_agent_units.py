@@ -25,7 +25,7 @@ PAD = "# " + "x" * 200 + "\n"
 
 
 def gpu_doc(time_us: float, roofline: float) -> dict[str, Any]:
-    """A passing verdict as the harness reports it on a GPU (issue 5's rungs)."""
+    """A passing verdict as the harness reports it on a GPU (the performance rungs)."""
     ok = {"ok": True, "status": "ok", "gating": True, "reason": "", "details": {}}
     rungs = [
         {**ok, "name": "pre-checks", "metrics": {}},

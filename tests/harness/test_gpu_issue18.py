@@ -1,6 +1,6 @@
-"""Issue 18 on a CUDA GPU (marked ``gpu``; run on the H200 by ``bench/gpu_suites.py``).
+"""The real suites' planted cheats on a CUDA GPU (marked ``gpu``; run on the H200 by ``bench/gpu_suites.py``).
 
-The planted cheats of issue 18 under ``cheats/`` and their honest counterparts, compiled
+The planted cheats of the real suites under ``cheats/`` and their honest counterparts, compiled
 (not interpreted): on a GPU the library share is measured from the profiler's kernel
 records, ``torch.compile(mode="reduce-overhead")`` replays CUDA graphs, and the GPU MODE
 problems build their inputs on CUDA as upstream does.

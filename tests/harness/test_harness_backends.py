@@ -145,7 +145,7 @@ ALLOWED = {
 
 
 def test_no_backend_name_is_spelled_out_in_the_harness_outside_its_module() -> None:
-    """Regression (issue 13): backend names were spelled out in 21 places of 13 modules."""
+    """Regression: backend names were spelled out in 21 places of 13 modules."""
     found = []
     for path in sorted((REPO / "harness").rglob("*.py")):
         relative = path.relative_to(REPO)

@@ -1,4 +1,4 @@
-"""Issue 11, items 4 and 5: no worker outlives its check, no limit that does not hold.
+"""No worker outlives its check, no limit that does not hold.
 
 ``ctxkernel check`` killed with SIGTERM or SIGKILL while the candidate sleeps in
 ``custom_kernel`` (the local runner and the pool's slot processes): within 5 s no process

@@ -73,8 +73,8 @@ def test_after_an_illegal_access_the_next_candidate_still_runs() -> None:
 
 
 def test_a_large_output_is_compared_on_the_gpu_as_on_the_cpu() -> None:
-    """The correctness rung compares a large output where its reference lives (issue 14:
-    GPU MODE's 8192 x 8192 add took seconds on the parent's CPU); the numbers are the CPU's."""
+    """The correctness rung compares a large output where its reference lives (one
+    of GPU MODE's, an 8192 x 8192 add, took seconds on the parent's CPU); the numbers are the CPU's."""
     import torch
 
     from harness.problems.problemspec import Tolerance

@@ -1,4 +1,4 @@
-"""Issue 5 on a CUDA GPU (marked ``gpu`` and ``slow``; ``bench/gpu_validate.sh`` runs the
+"""The performance rungs on a CUDA GPU (marked ``gpu`` and ``slow``; ``bench/gpu_validate.sh`` runs the
 full acceptance list with the numbers): the benchmark and roofline rungs on a vector add,
 and a kernel hidden on a side stream timed with its real cost.
 """
@@ -71,7 +71,7 @@ def test_work_on_a_side_stream_is_timed_not_zero() -> None:
 
 
 def test_the_witness_times_the_vector_add_beside_the_events_and_the_reference_is_cached() -> None:
-    """Issue 14: kernel records beside the events median (within 3% on a plain memory-bound
+    """Kernel records beside the events median (within 3% on a plain memory-bound
     kernel), a sub-millisecond kernel timed within its scaled budget, and the second check's
     reference timing taken from the cache."""
     options = _bench_options(shapes=[{"n": 4097}])
@@ -90,7 +90,7 @@ def test_the_witness_times_the_vector_add_beside_the_events_and_the_reference_is
 
 @pytest.mark.parametrize("solution", ["solution_triton.py", "solution_cuda.py"])
 def test_the_events_agree_with_the_kernel_records_at_two_to_the_28(solution: str) -> None:
-    """Issue 14's timing line, per run: with the flush counted as lead, the CUDA C++ and
+    """The timing line, per run: with the flush counted as lead, the CUDA C++ and
     Triton vector adds' event medians were 1.3-5.5 % above their kernel records (which
     stayed within 0.8 % of ncu) in 5 of 10 runs on an H200; the 4 runs whose spin alone
     covered the host call were within 0.6 %. Two runs in one check."""

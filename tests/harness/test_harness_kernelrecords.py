@@ -125,7 +125,7 @@ def _modules_a_profiler_imports(which: str) -> str:
 
 
 def test_the_kernel_profiler_does_not_import_inductor_or_dynamo() -> None:
-    """Regression (issue 14, measured on the H200): ``torch.profiler.profile`` asks
+    """Regression: ``torch.profiler.profile`` asks
     ``hasattr(torch, "_inductor")`` when it starts, which imports inductor and dynamo --
     seconds in every fresh worker, added to each check's anti-cheat and benchmark rungs.
     The profiler the harness uses must not."""

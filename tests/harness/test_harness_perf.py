@@ -1,4 +1,4 @@
-"""Issue 5 on a CPU: benchmark statistics, the timing protocol on a simulated GPU clock,
+"""The performance rungs on a CPU: benchmark statistics, the timing protocol on a simulated GPU clock,
 ceilings and the roofline, the physics floor, ncu CSV parsing, SASS/PTX analysis, the
 ahead-of-time ``--dump --target sm_90`` path for Triton, and the performance rungs
 reporting "skipped" without a GPU.

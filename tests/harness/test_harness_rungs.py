@@ -32,7 +32,7 @@ RUNG_MODULES = {p.stem for p in RUNGS.glob("*.py")} - {
 
 
 def test_no_rung_module_imports_another_rung_module() -> None:
-    """Regression (issue 13): rungs imported helpers from sibling rungs (run <- compile,
+    """Regression: rungs imported helpers from sibling rungs (run <- compile,
     correctness <- run, profile/trace <- benchmark, benchmark <-> roofline)."""
     found = []
     for stem in sorted(RUNG_MODULES):
@@ -44,7 +44,7 @@ def test_no_rung_module_imports_another_rung_module() -> None:
 
 
 def test_rungs_build_results_with_the_helpers_only() -> None:
-    """Regression (issue 13): 48 hand-written RungResult(...) constructions."""
+    """Regression: 48 hand-written RungResult(...) constructions."""
     found = []
     for path in sorted(RUNGS.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -1,4 +1,4 @@
-"""Issue 11, item 1: no secret reaches a candidate.
+"""No secret reaches a candidate.
 
 The worker runs in a PID namespace of its own where the machine allows one
 (``harness/process/sandbox.py``), else beside a non-dumpable parent; the agent's key leaves the

@@ -1,4 +1,4 @@
-"""What a check starts before it needs it (issue 14): Triton's GPU-free lookups made once in
+"""What a check starts before it needs it: Triton's GPU-free lookups made once in
 the worker template (``triton.warm_lookups``), and the benchmark's fresh worker started once
 the candidate compiles (``Ladder._start_ahead`` / ``Workers.open_ahead``)."""
 

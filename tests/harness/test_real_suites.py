@@ -1,4 +1,4 @@
-"""Issue 18's parts, tested without a worker: KernelBench sizes fitted to the device and
+"""The real suites, tested without a worker: KernelBench sizes fitted to the device and
 derived globals, GPU MODE data (CUDA-only inputs on a CPU, the output tensors in the
 data), the library rules, output freshness and the compile clock.
 
@@ -85,7 +85,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_kernelbench_upstream_sizes_are_scaled_to_the_device(tmp_path: Path) -> None:
-    """Regression (issue 18): an honest ReLU at 4096 x 393216 gave no verdict on a CPU."""
+    """Regression: an honest ReLU at 4096 x 393216 gave no verdict on a CPU."""
     problem = load_problem(_write(tmp_path, "19_ReLU.py", KB_RELU))
     cpu = problem.shapes_for("cpu")
     cuda = problem.shapes_for("cuda")
@@ -101,7 +101,7 @@ def test_kernelbench_upstream_sizes_are_scaled_to_the_device(tmp_path: Path) -> 
 
 
 def test_kernelbench_shape_override_recomputes_derived_globals(tmp_path: Path) -> None:
-    """Regression (issue 18): ``--shapes M=8`` left ``N = 2 * M`` at its upstream value."""
+    """Regression: ``--shapes M=8`` left ``N = 2 * M`` at its upstream value."""
     problem = load_problem(_write(tmp_path, "98_Derived.py", KB_DERIVED))
     x = problem.generate_input(1, {"M": 8}, "cpu")[0]
     assert tuple(x.shape) == (8, 16, 3)
@@ -115,7 +115,7 @@ def test_kernelbench_shape_override_recomputes_derived_globals(tmp_path: Path) -
 
 
 def test_gpumode_cuda_only_inputs_are_built_on_a_cpu() -> None:
-    """Regression (issue 18): every GPU MODE problem builds on CUDA, so a CPU gave no verdict."""
+    """Regression: every GPU MODE problem builds on CUDA, so a CPU gave no verdict."""
     problem = load_problem(FIXTURES / "gpumode_axpy")
     x, y, out = problem.generate_input(7, {"size": 100}, "cpu")
     assert x.device.type == y.device.type == out.device.type == "cpu"
@@ -135,7 +135,7 @@ def test_gpumode_output_tensors_of_the_data_are_found(name: str, slots: tuple[in
 
 
 def test_the_reference_ops_are_recorded_for_elementwise_problems() -> None:
-    """Regression (issue 18): the importer forbade only heavy ops, so ``return a + b`` passed."""
+    """Regression: the importer forbade only heavy ops, so ``return a + b`` passed."""
     problem = load_problem(FIXTURES / "gpumode_axpy")
     inputs = Inputs(problem, RunOptions(device="cpu", secret=5), "cpu")
     assert {"aten::mul", "aten::add"} <= set(inputs.study().ops)
@@ -144,7 +144,7 @@ def test_the_reference_ops_are_recorded_for_elementwise_problems() -> None:
 def test_the_library_share_call_weighs_the_inputs_not_the_shape_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (issue 14, found on GPU MODE's vectoradd): ``{"size": n}`` is an n x n
+    """Regression: ``{"size": n}`` is an n x n
     matrix, so the product of the keys (n) let a 16384 x 16384 add be the share call's
     shape: 1.5 GB of inputs through the worker's pipe, 11 s of anti-cheat on an H200.
     Here at a 1 MiB cap: a 1024 x 1024 pair (4 MiB) is too heavy, 256 x 256 is not."""
@@ -175,7 +175,7 @@ def test_the_library_share_call_weighs_the_inputs_not_the_shape_keys(
 def test_the_unseen_shape_beyond_the_checked_ones_weighs_its_inputs_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression (issue 14, GPU MODE's vectoradd with its default shapes): the unseen
+    """Regression: the unseen
     shape a GPU check adds between the checked and the benchmark sizes was picked by the
     product of the keys too, so a ~16000 x 16000 add made the correctness rung 10-18 s.
     Here at a 1 MiB cap the extra shape is still derived, and never heavier than the cap."""
@@ -309,7 +309,7 @@ KB_ADD_PASSTHROUGH = dedent("""
 
 
 def test_kernelbench_elementwise_passthrough_is_caught(tmp_path: Path) -> None:
-    """Regression (issue 18): a KernelBench ``ModelNew`` returning ``a + b`` passed (the
+    """Regression: a KernelBench ``ModelNew`` returning ``a + b`` passed (the
     importer forbade only heavy ops); now the reference's recorded ops are forbidden."""
     from harness.runner import LocalRunner, check
 

@@ -1,4 +1,4 @@
-"""The pieces the ranking reads a query and a chunk with (issue 12): an error message
+"""The pieces the ranking reads a query and a chunk with: an error message
 peeled of its wrapping, a raise site matched with its format fields as wildcards, a
 license header told apart from content, folder and file names ranked by the query's
 words. Pure functions on text: no index needed."""

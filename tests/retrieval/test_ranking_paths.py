@@ -1,4 +1,4 @@
-"""The ranking paths of issue 12 on a small corpus the test writes (real git repo, real
+"""The ranking paths  on a small corpus the test writes (real git repo, real
 chromadb, real MiniLM): a pasted error with runtime values finds the chunk that raises
 it, a license-headed file's hits are titled by their content, an example-seeking query
 ranks the example first, overlapping chunks of one file are one hit."""

@@ -1,7 +1,7 @@
 """Each retrieval query is declared once (``ctxkernel.queries``): the CLI commands and the
 agent tools generated from it agree on every shared parameter's default, range and
 choices, neither side hand-writes a parameter of its own, and the defaults act the same
-through both. Issue 13 found search's ``-k`` at 10 on the CLI and 8 in the tool."""
+through both. Search's ``-k`` was once 10 on the CLI and 8 in the tool."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_command_parameters_are_the_declaration(tool: str) -> None:
 
 
 def test_search_k_default_is_one_value_everywhere() -> None:
-    """The drift issue 13 found, checked in every place a default of k lives."""
+    """The drift found, checked in every place a default of k lives."""
     params = {p.name: p for p in search_cmd.params}
     schema = next(t for t in builtin_tools() if t.name == "search").input_schema
     library = inspect.signature(Workspace.search).parameters["k"].default

@@ -354,7 +354,7 @@ def test_tool_use_round_trip_through_the_anthropic_sdk(toolset: ToolSet) -> None
 def test_toolset_without_a_workspace_opens_the_default_index(
     demo_defined: str, demo_index: DemoIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 13: ``ToolSet()``, the documented default, imported a module that does not
+    """Regression: ``ToolSet()``, the documented default, imported a module that does not
     exist on its first call. Made as a user makes it: no workspace, the index found from
     the environment."""
     monkeypatch.setenv("CTXKERNEL_INDEX_DIR", str(demo_index.index_dir))
