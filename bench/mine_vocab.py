@@ -70,7 +70,7 @@ def main() -> None:
     args = ap.parse_args()
     from tokenizers import Tokenizer
 
-    from ctxkernel.static_embed import base_model
+    from ctxkernel.embedders.static import base_model
 
     _, folder = base_model()
     bert = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -101,7 +101,7 @@ def main() -> None:
                 taken += 1
         print(f"{corpus}: {n} chunks, {len(ranked)} candidates, took {taken}", file=sys.stderr)
     header = (
-        "# Identifiers that get vectors of their own in the static embedder (ctxkernel/static_embed.py).\n"
+        "# Identifiers that get vectors of their own in the static embedder (ctxkernel/embedders/static.py).\n"
         "# Mined by bench/mine_vocab.py from the indexed cutlass, triton and ptx corpora: names the\n"
         "# base tokenizer cuts into pieces, used by several chunks, defined names first.\n"
     )

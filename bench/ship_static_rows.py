@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    from ctxkernel import static_distill, static_embed
+    from ctxkernel.embedders import distill as static_distill
+    from ctxkernel.embedders import static as static_embed
     from ctxkernel.progress import Progress
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from . import chunkers, links
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
-from .embed import Embedder, reuse_key
-from .embedcache import EmbeddingCache
+from .embedders.cache import EmbeddingCache
+from .embedders.embed import Embedder, reuse_key
 from .errors import UserError
 from .lexical import ChunkTerms, terms_of
 from .progress import Progress

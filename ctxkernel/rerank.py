@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .embed import quiet_offline_hub
+from .embedders.model import quiet_offline_hub
 from .errors import UserError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import errortext, hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
-from .embed import Embedder, embedder_for_record, get_embedder
+from .embedders.embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
 from .store import STORE_FORMAT, CorpusCache, Store
 from .tokenize import identifiers, tokenize

@@ -25,7 +25,7 @@ from .corpus import (
 )
 from .docs import DocsResult
 from .docs import lookup as docs_lookup
-from .embed import Embedder, get_embedder
+from .embedders.embed import Embedder, get_embedder
 from .errors import UserError, check_text
 from .grep import GrepResult, grep
 from .progress import Progress

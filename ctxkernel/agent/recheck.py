@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from harness.runner import RunOptions
 
     from .check_tool import CheckOutcome
-    from .loop import Agent
     from .state import Pending
+    from .state import RunningAgent as Agent
 
 UNSEEN_RUNG = "unseen-shapes"
 OVERFIT = "overfits the public shapes"

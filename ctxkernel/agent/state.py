@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness import RunOptions
 
@@ -166,3 +166,20 @@ __all__ = [
     "continuation",
     "tool_result",
 ]
+
+
+class RunningAgent(Protocol):
+    """What steering and the re-check of a best need of the running agent (``loop.Agent``
+    is one): its state and record, its event sink, the turn the model reads next."""
+
+    state: LoopState
+    record: RunRecord
+    prover: Any  # recheck.Prover
+
+    def emit(self, event: dict[str, Any]) -> None: ...
+
+    def say(self, text: str) -> None: ...
+
+    def save(self) -> None: ...
+
+    def add_wait(self, seconds: float) -> None: ...

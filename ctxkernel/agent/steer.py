@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .loop import Agent
+    from .state import RunningAgent as Agent
 
 STEER_FILE = "steer.md"
 SOURCES = ("--note", "steer.md", "console")

@@ -44,7 +44,7 @@ def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
     """
     import time
 
-    from .. import static_embed
+    from ..embedders import static as static_embed
     from ..progress import for_cli
 
     rec = static_embed.recipe(preset)
@@ -69,7 +69,7 @@ def build_cmd(preset: str | None, force: bool, as_json: bool) -> int:
 @json_option
 def info_cmd(preset: str | None, as_json: bool) -> int:
     """The current recipe, whether its model is built, and where."""
-    from .. import static_embed
+    from ..embedders import static as static_embed
 
     rec = static_embed.recipe(preset)
     info = _info(rec, static_embed.model_dir(rec.digest))
@@ -87,7 +87,7 @@ def info_cmd(preset: str | None, as_json: bool) -> int:
 
 
 def _info(rec: Any, folder: Path) -> dict[str, Any]:
-    from .. import static_embed
+    from ..embedders import static as static_embed
 
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
     return {

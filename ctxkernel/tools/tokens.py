@@ -60,7 +60,7 @@ def _load() -> Any:
     try:
         from tokenizers import Tokenizer
 
-        from ..embed import resolve_model
+        from ..embedders.model import resolve_model
 
         _, where = resolve_model()
         file = Path(where) / "tokenizer.json"

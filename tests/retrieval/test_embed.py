@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxkernel import static_embed
-from ctxkernel.embed import StaticEmbedder, TransformerEmbedder, get_embedder
+from ctxkernel.embedders import static as static_embed
+from ctxkernel.embedders.embed import StaticEmbedder, TransformerEmbedder, get_embedder
 from ctxkernel.errors import UserError
 
 
@@ -43,7 +43,7 @@ def test_token_lengths_are_capped_at_the_model_window() -> None:
 
 def test_a_module_docstring_piece_is_embedded_as_prose() -> None:
     from ctxkernel.corpus import Chunk
-    from ctxkernel.embed import CODE_CHARS, GLUE_CHARS, embed_text
+    from ctxkernel.embedders.embed import CODE_CHARS, GLUE_CHARS, embed_text
 
     prose = " ".join(
         f"partition the tile across threads with a tiled copy, step {i}." for i in range(20)
@@ -140,7 +140,7 @@ def test_static_query_needs_no_torch(embedders_dir: Path) -> None:
     StaticEmbedder().model()
     code = (
         "import sys\n"
-        "from ctxkernel.embed import get_embedder\n"
+        "from ctxkernel.embedders.embed import get_embedder\n"
         "v = get_embedder('static').embed_query('tma load with an mbarrier')\n"
         "assert v.shape == (64,)\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'model2vec', 'transformers') if m in sys.modules))\n"

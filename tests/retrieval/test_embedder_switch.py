@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ctxkernel import Workspace
-from ctxkernel.embed import TransformerEmbedder
+from ctxkernel.embedders.embed import TransformerEmbedder
 from ctxkernel.errors import UserError
 
 from .conftest import Repo

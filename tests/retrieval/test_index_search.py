@@ -152,7 +152,7 @@ def test_interrupted_embedding_keeps_finished_groups(
         )
     upstream.commit("late files")
     import ctxkernel.indexer as indexer
-    from ctxkernel.embed import Embedder
+    from ctxkernel.embedders.embed import Embedder
 
     monkeypatch.setattr(indexer, "EMBED_GROUP", 2)
     kind = type(ws.embedder)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxkernel import Workspace
-from ctxkernel.embed import resolve_model
+from ctxkernel.embedders.model import resolve_model
 from ctxkernel.rerank import RERANK_POOL, pair_text
 
 from .conftest import CliResult

@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxkernel import static_embed
-from ctxkernel.static_distill import contextual_rows, shipped_rows, token_ids
+from ctxkernel.embedders import static as static_embed
+from ctxkernel.embedders.distill import contextual_rows, shipped_rows, token_ids
 
 SMALL_REMOVE = static_embed._TINY_REMOVE + r"|[a-z]{3}$|##[a-z]{2}$"
 BUILDER = (
     "import dataclasses, sys\n"
-    "from ctxkernel import static_embed\n"
+    "from ctxkernel.embedders import static as static_embed\n"
     "rec = dataclasses.replace(static_embed.recipe('tiny'), token_remove_pattern=sys.argv[1])\n"
     "static_embed.build(rec, log=lambda m: print(m, flush=True))\n"
 )
@@ -219,7 +219,7 @@ def test_a_damaged_shipped_file_means_computing_not_failing(
 ) -> None:
     """A shipped-rows file cut short or overwritten (a broken install) gives no rows, so
     the build computes them all: slower, never wrong, never a traceback."""
-    from ctxkernel import static_distill
+    from ctxkernel.embedders import distill as static_distill
 
     bad = tmp_path / "rows.npz"
     shipped = static_distill.SHIPPED_ROWS.read_bytes()

@@ -1,4 +1,4 @@
-"""Distilling a static model: the one-time build behind ``static_embed.build``.
+"""Distilling a static model: the one-time build behind ``static.build``.
 
 The recipe is model2vec's ``distill_from_model`` (its tokenizer surgery, Zipf/SIF weights,
 PCA and float16 rows), run step by step so that:
@@ -40,14 +40,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from .errors import UserError
-from .progress import Progress
-from .static_embed import UNPADDED_VERSION
+from ..errors import UserError
+from ..progress import Progress
+from .recipe import UNPADDED_VERSION
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .static_embed import Recipe
+    from .recipe import Recipe
 
 # tokens per forward pass: on 2 cores 16,384 took 17 % less CPU than 4,096 (and than
 # model2vec's 256 sequences of 3 tokens: 768) over the same sequences; the activations of
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 # The transformer's rows of the default recipe's padded identifiers (version 2: 7,336
 # sequences of 128 tokens, 90 % of its build's CPU time), computed once by
 # ``bench/ship_static_rows.py`` and shipped; the build computes only what is not in it.
-SHIPPED_ROWS = Path(__file__).with_name("data") / "static_identifier_rows.npz"
+SHIPPED_ROWS = Path(__file__).resolve().parent.parent / "data" / "static_identifier_rows.npz"
 SHIP_MIN_TOKENS = 3  # a base token is [CLS] id [SEP]: cheap, never shipped
 
 

