@@ -106,6 +106,15 @@ class RunOptions:
             "constant) passes its check on every shape, saying why; the verdict keeps it.",
         ),
     )
+    calibrate: bool = field(
+        default=False,
+        metadata=option(
+            "--calibrate",
+            is_flag=True,
+            help="Tighten each output's tolerance to what the reference's own error against "
+            "a float64 run allows (never looser than declared; also CALIBRATE = True).",
+        ),
+    )
     record: bool = field(
         default=True,
         metadata=option(

@@ -3,7 +3,8 @@
 - native ``problem.py`` (documented in ``examples/README.md``): ``generate_input(seed,
   **shape)``, ``ref_kernel(inputs)``, ``SHAPES``, optional ``TOLERANCE``, ``FORBIDDEN``,
   ``BENCH_SHAPES``, ``BENCH_L2`` (``"flush"`` or ``"hot"``), ``SEEDS``, ``flops(**shape)``,
-  ``bytes(**shape)``, ``UNSEEN`` (``unseen.py``), ``STRESS = False``, and the library
+  ``bytes(**shape)``, ``UNSEEN`` (``unseen.py``), ``STRESS = False``, ``CALIBRATE = True``
+  (tolerances measured against a float64 reference: ``calibrate.py``), and the library
   rules (``library.py``): ``ALLOW_LIBRARY``, ``ALLOW_TORCH``, ``MIN_KERNEL_SHARE``;
 - GPU MODE reference-kernels (``reference.py`` + ``task.yml``): see ``importers/gpumode.py``;
 - KernelBench (``Model``, ``get_inputs``, ``get_init_inputs``): ``importers/kernelbench.py``.
@@ -94,6 +95,7 @@ def load_native(path: Path) -> Problem:
         allow_torch=bool(getattr(module, "ALLOW_TORCH", False)),
         min_kernel_share=_share(file, getattr(module, "MIN_KERNEL_SHARE", None)),
         signal_exempt=_exemption(file, getattr(module, "SIGNAL_EXEMPT", None)),
+        calibrate=bool(getattr(module, "CALIBRATE", False)),
     )
 
 

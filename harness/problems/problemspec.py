@@ -3,7 +3,8 @@
 Whatever a problem's format (native, GPU MODE, KernelBench: ``problem.py`` loads them),
 it becomes a ``Problem``. The ``Tolerance`` policy lives here too: defaults by output
 dtype (fp32 tight; tf32/bf16/fp16/fp8 looser with PSNR and cosine-similarity floors),
-overridden per problem. Also the helpers every format's loader uses: importing a problem
+overridden per problem, or tightened to what the reference's own error against float64
+allows (``calibrate.py``, ``CALIBRATE``). Also the helpers every format's loader uses: importing a problem
 file in isolation, calling a generator on a device.
 
 A native problem file's settings are checked right after its import (``check_settings``):
@@ -42,6 +43,7 @@ class Tolerance:
     min_psnr: float | None = None
     min_cossim: float | None = None
     precision: str = "fp32"
+    calibrated: bool = False  # measured from the reference's own error (calibrate.py)
 
     @classmethod
     def for_dtype(cls, dtype: torch.dtype | str) -> Tolerance:
@@ -68,6 +70,7 @@ class Tolerance:
             "min_psnr": self.min_psnr,
             "min_cossim": self.min_cossim,
             "precision": self.precision,
+            "source": "calibrated" if self.calibrated else "declared",
         }
 
 
@@ -135,6 +138,8 @@ class Problem:
     # default shapes for a device when the problem's own are too big for it (KernelBench)
     device_shapes: Callable[[str], list[dict[str, Any]]] | None = None
     shape_note: Callable[[str], str] | None = None  # what the verdict says about those shapes
+    # CALIBRATE: tolerances measured from the reference against float64 (calibrate.py)
+    calibrate: bool = False
 
     def shapes_for(self, device: str) -> list[dict[str, Any]]:
         """The shapes a check uses by default on ``device``."""
@@ -308,6 +313,12 @@ def _stress(setting: str, value: Any) -> str | None:
     return None
 
 
+def _flag(setting: str, value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    return f"{setting}: expected True or False; {_got(value)}"
+
+
 def _reason(setting: str, value: Any) -> str | None:
     if isinstance(value, str) and value.strip():
         return None
@@ -325,6 +336,7 @@ _SETTINGS: dict[str, Callable[[str, Any], str | None]] = {
     "BENCH_L2": _one_of(("flush", "hot")),
     "STRESS": _stress,
     "SIGNAL_EXEMPT": _reason,
+    "CALIBRATE": _flag,
 }
 
 

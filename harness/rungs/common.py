@@ -8,13 +8,18 @@ Rungs import these (and the context's parts), never each other.
   (``metrics.compare``; relative to the output's scale where the signal check found a
   trivial answer passing), plus a GPU MODE problem's own ``check_implementation``, which
   decides dtype and tolerance there (ours is reported beside it, and NaN never passes);
+  with ``--calibrate`` each output's tolerance is first tightened to the reference's own
+  measured error (``harness/problems/calibrate.py``, through ``Inputs.calibrated``);
+- ``Judged``: a comparison with the share of its tolerance the output spent (``spent``:
+  max over elements of ``|got - expected| / (atol + rtol |expected|)``, 1 at the edge);
 - ``scrub_paths(text)``: a message without the harness's own file paths.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +29,52 @@ from ..metrics import Comparison, compare
 from ..problems.problemspec import Tolerance
 from .checks import OutputLeaf
 from .inputs import clone, flatten
+
+
+@dataclass
+class Judged(Comparison):
+    """A comparison and how much of its tolerance the output spent (0: exact; over 1:
+    outside it somewhere; inf: a NaN/Inf where the reference is finite)."""
+
+    spent: float = 0.0
+
+    @classmethod
+    def of(cls, result: Comparison, spent: float) -> Judged:
+        return cls(**{f.name: getattr(result, f.name) for f in fields(Comparison)}, spent=spent)
+
+
+def spent_fraction(
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance,
+    slack: torch.Tensor | None = None,
+) -> float:
+    """Max over elements of ``|got - expected| / (atol + rtol |expected| + slack)``, in
+    float64 where ``expected`` lives; elements non-finite in both are left out."""
+    if not (expected.is_floating_point() or expected.is_complex()) or not expected.numel():
+        return 0.0
+    device = expected.device if expected.numel() >= DEVICE_COMPARE_ELEMENTS else "cpu"
+
+    def wide(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().to(device)
+        return (torch.view_as_real(t) if t.is_complex() else t).to(torch.float64).reshape(-1)
+
+    e, g = wide(expected), wide(got)
+    finite = torch.isfinite(e)
+    if bool((finite & ~torch.isfinite(g)).any()):
+        return math.inf
+    e, g = e[finite], g[finite]
+    bound = tolerance.atol + tolerance.rtol * e.abs()
+    if slack is not None:
+        extra = wide(slack)[finite]
+        bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
+    diff = (g - e).abs()
+    if not diff.numel():
+        return 0.0
+    if bool(((bound == 0) & (diff > 0)).any()):
+        return math.inf
+    return float((diff / bound.clamp_min(1e-300)).max())
+
 
 _HARNESS_DIR = str(Path(__file__).resolve().parents[1])
 _HARNESS_PATH = re.compile(re.escape(_HARNESS_DIR) + r"[/\\][\w/\\.-]*")
@@ -125,6 +176,8 @@ def check_output(
         ):
             continue
         tolerance = ctx.problem.tolerance_for(_judged_dtype(leaf.tensor.dtype, ref.dtype))
+        if ctx.inputs.calibrating:
+            tolerance = ctx.inputs.calibrated(record.inputs, position, tolerance)
         if atol_scale != 1.0:
             tolerance = replace(tolerance, atol=tolerance.atol * atol_scale)
         tight = ctx.inputs.tightened(record.inputs, position, reference, tolerance)
@@ -134,7 +187,14 @@ def check_output(
         expected = ref if leaf.tensor.shape == ref.shape else ref.reshape(leaf.tensor.shape)
         if extra is not None and extra.shape != expected.shape:
             extra = extra.reshape(expected.shape)
-        result = _compare_where_it_lives(leaf.tensor, expected, tolerance, extra)
+        compared = _compare_where_it_lives(leaf.tensor, expected, tolerance, extra)
+        result = Judged.of(compared, spent_fraction(leaf.tensor, expected, tolerance, extra))
+        if tolerance.calibrated and not result.ok:
+            declared = ctx.problem.tolerance_for(_judged_dtype(leaf.tensor.dtype, ref.dtype))
+            result.reason += (
+                f" (calibrated tolerance, from the reference's own error against float64; "
+                f"declared atol={declared.atol:g} rtol={declared.rtol:g})"
+            )
         if tight is not None and not result.ok:
             result.reason += (
                 f" (judged relative to the output's scale: on this shape {tight[1].describe()})"

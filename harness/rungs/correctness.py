@@ -26,6 +26,11 @@ around every public call), and a timeout says how long those took.
 Where the signal check (``harness/problems/signalcheck.py``) found a trivial answer passing the
 problem's tolerance on a shape, that shape is judged relative to the output's scale
 (``check_output``) and the rung's note says so.
+
+The verdict names the tolerance used: declared (the dtype's default or ``TOLERANCE``) or
+calibrated (``--calibrate``, ``CALIBRATE = True``: measured from the reference against
+float64, ``harness/problems/calibrate.py``), and ``tol_spent``, the largest share of it
+any element used (max of ``|out - ref| / (atol + rtol |ref|)``; over 1 fails).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import torch
 from ..metrics import Comparison, combine
 from ..verdict import RungResult
 from .checks import OutputLeaf
-from .common import call_failure, check_output
+from .common import Judged, call_failure, check_output
 from .inputs import TrialInputs, flatten, shape_label
 from .results import FirstCall
 
@@ -150,6 +155,7 @@ class CorrectnessRung:
                 details["worst"] = bad.worst
                 details["tolerance"] = bad.tolerance.as_dict()
             metrics = bad.metrics() if bad is not None else combine(comparisons)
+            metrics["tol_spent"] = _spent(comparisons)
             stale_outcome = next((o for o in outcomes if o.stale), None)
             if stale_outcome is not None:
                 reason = (
@@ -186,6 +192,7 @@ class CorrectnessRung:
         summary: dict[str, Any] = {
             k: metrics[k] for k in ("max_abs", "max_rel", "rmse", "psnr", "cossim") if k in metrics
         }
+        summary["tol_spent"] = _spent(comparisons)
         summary["checks"] = len(ctx.inputs.shapes) * trials + extra
         if extra:
             summary["unseen"] = extra
@@ -202,7 +209,13 @@ class CorrectnessRung:
                 "the unseen shapes keep "
                 + "; ".join(f"{k} as given ({why})" for k, why in held.items())
             )
-        said: dict[str, Any] = {}
+        said: dict[str, Any] = {"tolerance": _tolerance_used(comparisons)}
+        calibration_note, calibration = ctx.inputs.calibration_summary()
+        if ctx.inputs.calibrating:
+            said["calibration"] = calibration
+            notes.append(_calibrated_note(said["tolerance"], summary))
+            if calibration_note:  # a shape nothing was measured on: the declared one there
+                notes.append(calibration_note)
         if findings:
             said["signal"] = findings
         if held:
@@ -249,6 +262,7 @@ class CorrectnessRung:
             details["worst"] = bad.worst
             details["tolerance"] = bad.tolerance.as_dict()
         metrics = bad.metrics() if bad is not None else combine(comparisons)
+        metrics["tol_spent"] = _spent(comparisons)
         return RungResult.fail(
             self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
         )
@@ -294,6 +308,38 @@ def _disagreement(
     )
 
 
+def _spent(comparisons: list[Comparison]) -> float:
+    """The largest share of its tolerance any compared element used (``Judged.spent``)."""
+    return max((c.spent for c in comparisons if isinstance(c, Judged)), default=0.0)
+
+
+def _tolerance_used(comparisons: list[Comparison]) -> list[dict[str, Any]]:
+    """Each distinct tolerance the comparisons used (declared or calibrated), loosest
+    atol first, with the share of it spent."""
+    used: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for c in comparisons:
+        doc = c.tolerance.as_dict()
+        key = tuple(doc.values())
+        spent = c.spent if isinstance(c, Judged) else 0.0
+        if key in used:
+            used[key]["spent"] = max(used[key]["spent"], spent)
+        else:
+            used[key] = {**doc, "spent": spent}
+    return sorted(used.values(), key=lambda d: -d["atol"])
+
+
+def _calibrated_note(used: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    calibrated = [u for u in used if u["source"] == "calibrated"]
+    if not calibrated:
+        return "calibration measured nothing tighter: declared tolerance used"
+    atol = max(u["atol"] for u in calibrated)
+    rtol = max(u["rtol"] for u in calibrated)
+    return (
+        f"tolerance calibrated against float64 (atol<={atol:.2g} rtol<={rtol:.2g}), "
+        f"{summary['tol_spent']:.0%} of it spent"
+    )
+
+
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:
-    keys = ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatches", "elements")
+    keys = ("max_abs", "max_rel", "rmse", "psnr", "cossim", "mismatches", "elements", "tol_spent")
     return {k: metrics[k] for k in keys if k in metrics}

@@ -18,6 +18,10 @@ rung, the Triton interpreter included) caps the unseen shapes' work (``unseen_sh
 and sets each unseen or stress call's time budget (``budget``): a kernel as fast per
 element there as on the public shapes never times out.
 
+With ``--calibrate`` (or ``CALIBRATE = True``) each shape's tolerance is measured from the
+reference against its float64 self on secret-seeded inputs (``calibrated``, cached per
+shape: ``harness/problems/calibrate.py``) and never looser than declared.
+
 Stress inputs (``STRESS``, classes in ``problemspec.STRESS_CLASSES``): ``rescale`` moves
 every float input at once (``make_stress``); the mixed-scale classes change parts of one
 tensor -- a few rows and a column scaled far apart, a spike, a constant block
@@ -43,6 +47,7 @@ import torch
 
 from ..errors import ProblemError
 from ..options import RunOptions
+from ..problems.calibrate import Calibrator
 from ..problems.library import op_stem, record_reference
 from ..problems.precision import reference_precision
 from ..problems.problem import Problem
@@ -55,6 +60,7 @@ UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
 STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
 MIXED_TRIAL = 4500  # seed of the mixed-scale trial
 SIGNAL_TRIAL = 5000  # the signal check's inputs (and +1: "another input")
+CALIBRATE_TRIAL = 6000  # the calibration's inputs (``calibrate.py``: +0 .. +15)
 # an unseen call is projected (from the public calls' cost) to take at most this share of
 # --timeout; its budget is BUDGET_FACTOR x its projection, never under --timeout nor
 # over BUDGET_CAP x --timeout
@@ -188,6 +194,17 @@ class Inputs:
         self.signal: dict[int, list[Finding]] = {}
         self._judged: dict[tuple[str, int, int], list[Finding]] = {}
         self.exempt = options.signal_exempt or declared_exemption(problem)
+        # --calibrate / CALIBRATE: tolerances from the reference's error against float64
+        self.calibrator = (
+            Calibrator(
+                problem,
+                lambda shape, k: (
+                    self.make(0, CALIBRATE_TRIAL + k, shape=shape, record=False).pristine
+                ),
+            )
+            if options.calibrate or problem.calibrate
+            else None
+        )
 
     def make(
         self,
@@ -325,6 +342,23 @@ class Inputs:
             f"problem's tolerance: {words}{more}",
             details,
         )
+
+    # -- calibrated tolerances (harness/problems/calibrate.py) ---------------------------
+
+    @property
+    def calibrating(self) -> bool:
+        return self.calibrator is not None
+
+    def calibrated(self, inputs: TrialInputs, output: int, declared: Tolerance) -> Tolerance:
+        """Output tensor ``output``'s tolerance on this call's shape: measured (once per
+        shape) and never looser than ``declared``; ``declared`` when not calibrating."""
+        if self.calibrator is None:
+            return declared
+        return self.calibrator.tolerance(inputs.shape, shape_label(inputs.shape), output, declared)
+
+    def calibration_summary(self) -> tuple[str, list[dict[str, Any]]]:
+        """The verdict's note on calibration (a skip, if any) and what was measured."""
+        return self.calibrator.summary() if self.calibrator is not None else ("", [])
 
     @property
     def slots(self) -> tuple[int, ...]:
