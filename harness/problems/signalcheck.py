@@ -27,11 +27,9 @@ stress inputs) get the same trial, but ``other input``, when their reference is 
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -315,32 +313,9 @@ def refusal(problem_name: str, findings: Sequence[Finding], shapes: int) -> str 
 
 
 def declared_exemption(problem: Problem) -> str | None:
-    """The problem's ``SIGNAL_EXEMPT`` reason, or None.
-
-    Native problems declare it in ``problem.py``; the loader does not copy it into
-    ``Problem`` (a field ``signal_exempt`` is read first, for loaders that do), so it is
-    read here from the file itself, as a string literal, without running anything."""
-    given = getattr(problem, "signal_exempt", None)
-    if given:
-        return str(given)
-    if problem.format != "native":
-        return None
-    path = Path(problem.path)
-    file = path / "problem.py" if path.is_dir() else path
-    try:
-        tree = ast.parse(file.read_text())
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "SIGNAL_EXEMPT" for t in node.targets)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-            and node.value.value.strip()
-        ):
-            return node.value.value.strip()
-    return None
+    """The problem's ``SIGNAL_EXEMPT`` reason (read by its loader), or None."""
+    given = problem.signal_exempt
+    return str(given) if given else None
 
 
 __all__ = [
