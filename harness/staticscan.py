@@ -25,6 +25,7 @@ from typing import Any
 
 from .backends import jit_decorators
 from .problems.policy import GROUPS, Policy, canonical_name
+from .pysource import parse as parse_source
 
 
 def _words(text: str) -> frozenset[str]:
@@ -904,7 +905,7 @@ def scan(
 ) -> ScanResult:
     """Run every static rule over a candidate's source."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as exc:
         line = exc.lineno or 0
         text = (exc.text or "").strip()

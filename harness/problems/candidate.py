@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..backends import backend_names, detect_backend, module_names
 from ..errors import UsageError
+from ..pysource import parse as parse_source
 from .snapshot import read_regular, refuse_check_folder
 
 if TYPE_CHECKING:  # problem.py imports torch: the CLI detects a backend without it
@@ -68,7 +69,7 @@ class Candidate:
 
 def imported_modules(source: str) -> set[str]:
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return set()
     names: set[str] = set()
@@ -87,7 +88,7 @@ def declared_backend(source: str) -> str | None:
     if match:
         return match.group(1).lower()
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return None
     for node in tree.body:

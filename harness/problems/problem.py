@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import ProblemError, UsageError
 from ..process import cleanup
+from ..pysource import parse as parse_source
 from .problemspec import (
     Problem,
     Tolerance,
@@ -126,7 +127,7 @@ def _share(file: Path, value: Any) -> float | None:
 def _top_level_names(file: Path) -> set[str]:
     text = read_regular(file, "problem file").decode("utf-8", errors="replace")
     try:
-        tree = ast.parse(text)
+        tree = parse_source(text)
     except SyntaxError as exc:
         raise UsageError(f"{file}: does not parse: {exc.msg} (line {exc.lineno})") from None
     names: set[str] = set()

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from ...errors import ProblemError
+from ...pysource import parse as parse_source
 from ..policy import GROUPS, MODULES, canonical_name
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
 from ..unseen import SizeLinks, UnseenPolicy
@@ -64,7 +65,7 @@ _CONV_CALLS = {
 
 def reference_ops(source: str) -> list[str]:
     """FORBIDDEN entries for the library ops a KernelBench ``Model`` calls (static)."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -145,7 +146,7 @@ class ModuleSizes:
         self.module = module
         self.steps: list[tuple[str, Any, set[str]]] = []  # (name, compiled expr, names read)
         self.original: dict[str, Any] = {}
-        for node in ast.parse(source).body:
+        for node in parse_source(source).body:
             for name, value in _assignments(node):
                 if not hasattr(module, name):
                     continue
