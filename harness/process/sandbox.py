@@ -148,6 +148,8 @@ class Isolation:
             "read_only_world": walled and "ro" in self.walls,
             "device_only_dev": walled and "dev" in self.walls,
             "private_tmp": walled,
+            # covered by an empty tmpfs, or (no mount namespace) kept unread by landlock
+            "parent_folders_hidden": "tmpfs" if walled else "landlock" if self.landlock else False,
             "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
             "seccomp": "on" if self.seccomp else "unavailable on this architecture",
             "subreaper": not self.namespaces,
@@ -578,7 +580,9 @@ def enter_worker(
             _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     if writable:
-        walls.landlock(own, devices)
+        # without a mount namespace to cover the parent's folders, landlock keeps them unread
+        unread = [p for p in hidden or () if not _holds(p, own)] if mode == "none" else []
+        walls.landlock(own, devices, unread)
         walls.seccomp(network=not profiler)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):

@@ -13,7 +13,8 @@ launcher does for it:
   its bounding set and the seccomp filter refuses every mount call).
 - **its own network namespace** (namespace modes): loopback up, nothing listening.
 - **landlock** (every mode, where the kernel has it): writes only beneath the worker's
-  temp folders and to the device nodes it needs; no TCP bind or connect; no abstract
+  temp folders and to the device nodes it needs; in ``none`` mode, where no tmpfs can
+  cover them, no file of the parent's own folders opened; no TCP bind or connect; no abstract
   Unix socket or signal reaching outside its own domain; no ptrace of (nor
   ``/proc/<pid>/mem`` or ``environ`` of) a process outside it.
 - **seccomp** (every mode, x86-64 and arm64): no ptrace, ``process_vm_*``, mount calls,
@@ -276,7 +277,8 @@ def loopback_up() -> None:
 
 # -- landlock (every mode) -------------------------------------------------------------------
 
-_LL_WRITE_FILE, _LL_REMOVE_DIR, _LL_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1 << 1, 1 << 2, 1 << 3
+_LL_REMOVE_DIR, _LL_REMOVE_FILE = 1 << 4, 1 << 5
 _LL_MAKE = sum(1 << b for b in range(6, 13))  # char dir reg sock fifo block sym
 _LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14
 _LL_NET_BIND_TCP, _LL_NET_CONNECT_TCP = 1, 2
@@ -291,14 +293,20 @@ def landlock_abi() -> int:
         return 0
 
 
-def landlock(writable: list[str], devices: list[str]) -> dict[str, object]:
+def landlock(
+    writable: list[str], devices: list[str], hidden: list[str] | None = None
+) -> dict[str, object]:
     """Writes only beneath ``writable`` and to ``devices``; with ABI 4 no TCP, with ABI 6
-    no abstract Unix socket or signal outside the domain. Returns what it put in force
-    (``{"abi": 0}`` where the kernel has no landlock)."""
+    no abstract Unix socket or signal outside the domain; with ``hidden`` (where no mount
+    namespace can cover them) no file beneath those folders readable. Returns what it put
+    in force (``{"abi": 0}`` where the kernel has no landlock)."""
     abi = landlock_abi()
     if abi < 1:
         return {"abi": 0}
+    reads = _read_rules(hidden or [])
     handled = _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE
+    if reads:
+        handled |= _LL_READ_FILE | _LL_READ_DIR
     if abi >= 2:
         handled |= _LL_REFER
     if abi >= 3:
@@ -312,12 +320,68 @@ def landlock(writable: list[str], devices: list[str]) -> dict[str, object]:
         for path in writable:
             _beneath(ruleset, path, handled)
         file_rights = _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0)
+        if reads:
+            file_rights |= _LL_READ_FILE
         for node in devices:
             _beneath(ruleset, node, file_rights if not os.path.isdir(node) else handled)
+        for path, rights in reads.items():
+            _beneath(ruleset, path, rights)
         _syscall("landlock_restrict_self", ctypes.c_int(ruleset), ctypes.c_uint(0))
     finally:
         os.close(ruleset)
-    return {"abi": abi, "tcp": bool(net), "scoped": bool(scoped)}
+    done: dict[str, object] = {"abi": abi, "tcp": bool(net), "scoped": bool(scoped)}
+    if reads:
+        done["unreadable"] = sorted(_existing_dirs(hidden or []))
+    return done
+
+
+# a folder tree wider than this (a home folder of thousands of entries on the way to a
+# hidden folder) is not worth one rule per entry: the walls then say nothing is hidden
+_MAX_READ_RULES = 20000
+
+
+def _existing_dirs(paths: list[str]) -> set[str]:
+    return {os.path.realpath(p) for p in paths if p and os.path.isdir(p)}
+
+
+def _read_rules(hidden: list[str]) -> dict[str, int]:
+    """Landlock grants, never denies: to keep ``hidden`` folders unread, every entry of
+    every folder on the way from ``/`` to one of them is granted reading (files) or
+    reading beneath (folders), except the folders on the way, which may only be listed
+    (an import scans the folders on ``sys.path``), and the hidden ones, which inherit
+    only that listing. A link is granted as what it resolves to (never a way in), the
+    worker's own folders by the caller. Empty when nothing is to be hidden or the tree is
+    too wide."""
+    targets = _existing_dirs(hidden)
+    if not targets:
+        return {}
+    on_way: set[str] = set()
+    for target in targets:
+        path = target
+        while True:
+            on_way.add(path)
+            if path == "/":
+                break
+            path = os.path.dirname(path)
+    rules: dict[str, int] = {"/": _LL_READ_DIR}
+    for folder in sorted(on_way - targets):
+        rules.setdefault(folder, _LL_READ_DIR)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            real = os.path.realpath(os.path.join(folder, name))
+            if real in on_way or any(_within(real, t) for t in targets):
+                continue
+            rules[real] = _LL_READ_FILE | _LL_READ_DIR if os.path.isdir(real) else _LL_READ_FILE
+            if len(rules) > _MAX_READ_RULES:
+                return {}
+    return rules
+
+
+def _within(path: str, folder: str) -> bool:
+    return (path.rstrip("/") + "/").startswith(folder.rstrip("/") + "/")
 
 
 def _beneath(ruleset: int, path: str, rights: int) -> None:

@@ -157,6 +157,7 @@ def test_a_wall_cheat_finds_the_door_shut(
     assert _gone("27.1828"), _sleepers("27.1828")
     layers = verdict.environment["isolation"]["layers"]
     assert layers["seccomp"] == "on" and layers["landlock"].startswith("ABI")
+    assert layers["parent_folders_hidden"] == ("landlock" if mode == "none" else "tmpfs")
 
 
 def _compile_escape(tmp_path: Path) -> Path:
