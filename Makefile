@@ -15,9 +15,9 @@ help:
 	@echo "make test    setup + lint + the test suite (CPU; GPU tests are skipped without a GPU)"
 	@echo "make test-as-users  the sandbox, cheat and warm-path tests again with CTXKERNEL_ISOLATION=none and as an unprivileged user"
 	@echo "make demo    setup + index the Triton and CuTeDSL sources of the installed packages, then search and grep (2:47 and 3.9 GB measured on a 2-core machine, no GPU, 2026-12-04)"
-	@echo "make bench   retrieval benchmarks (bench/index_bench.py); results go to bench/RESULTS.md by hand"
+	@echo "make bench   retrieval benchmarks (bench/indexing/index_bench.py); results go to bench/RESULTS.md by hand"
 	@echo "make lint    ruff check, ruff format --check, mypy"
-	@echo "make gpu-validate  on a CUDA machine: every GPU check of the harness (bench/gpu_validate.sh)"
+	@echo "make gpu-validate  on a CUDA machine: every GPU check of the harness (bench/gpu/gpu_validate.sh)"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -66,10 +66,10 @@ demo: setup
 	@echo "PTX lookups (ctxkernel docs wgmma.mma_async) need the PTX ISA: ctxkernel index ptx"
 
 bench: setup
-	$(PY) bench/index_bench.py
+	$(PY) bench/indexing/index_bench.py
 
 gpu-validate:
-	bench/gpu_validate.sh
+	bench/gpu/gpu_validate.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import paths
+from harness import envvars, paths
 
 from .errors import UserError, shown, warn_once
 
@@ -63,12 +63,12 @@ def _file_settings() -> dict[str, Any]:
 
 def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) -> Settings:
     conf = _file_settings()
-    env_dir = os.environ.get("CTXKERNEL_INDEX_DIR")
+    env_dir = envvars.CTXKERNEL_INDEX_DIR.get()
     chosen_dir = Path(
         index_dir or env_dir or conf.get("index_dir") or paths.default_index_dir()
     ).expanduser()
-    url = chroma_url or os.environ.get("CTXKERNEL_CHROMA_URL") or conf.get("chroma_url") or None
-    model = os.environ.get("CTXKERNEL_EMBED_MODEL") or conf.get("embed_model") or None
+    url = chroma_url or envvars.CTXKERNEL_CHROMA_URL.get() or conf.get("chroma_url") or None
+    model = envvars.CTXKERNEL_EMBED_MODEL.get() or conf.get("embed_model") or None
     embed = conf.get("embed") or conf.get("embed_model") or None
     check_dir(chosen_dir, "index dir")
     return Settings(index_dir=chosen_dir, chroma_url=url, embed_model=model, embed=embed)
@@ -77,9 +77,9 @@ def resolve(index_dir: str | Path | None = None, chroma_url: str | None = None) 
 def embedders_dir() -> Path:
     """Where built embedders (static models distilled offline) are cached, per recipe
     digest: env CTXKERNEL_EMBEDDERS_DIR, else ``embedders/`` in the cache dir."""
-    explicit = os.environ.get("CTXKERNEL_EMBEDDERS_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
+    explicit = envvars.CTXKERNEL_EMBEDDERS_DIR.get()
+    if explicit is not None:
+        return explicit
     return paths.cache_dir() / "embedders"
 
 

@@ -51,7 +51,7 @@ def lexical_problem(store: Store, corpus: str) -> str:
     """What is broken in a corpus's local cache (chunk table with its vectors and term
     counts, BM25 arrays, vector snapshot), or ""."""
     from .lexical import FIELDS, LexicalIndex, TermIds
-    from .links import LINKS_FILE
+    from .links.table import LINKS_FILE
     from .vectors import DenseIndex
 
     cache = store.cache(corpus)

@@ -29,7 +29,7 @@ class DocsResult:
     took_ms: float = 0.0
     how: str = ""  # "exact", "name", "search", "none"
     hint: str = ""  # what would answer better (a corpus to index), or ""
-    links: list[Any] = field(default_factory=list)  # links.Link: implemented by / used in
+    links: list[Any] = field(default_factory=list)  # links.resolve.Link: implemented by / used in
     links_total: int = 0
     arch: str = ""  # the target the answer was filtered for, or ""
 

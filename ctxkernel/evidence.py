@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.perf import dumps
 
-from . import links
+from .links import resolve
 
 if TYPE_CHECKING:
     from .store import Store
@@ -92,11 +92,11 @@ def codes_of(doc: Mapping[str, Any]) -> list[tuple[str, int | None]]:
 
 def for_verdict(store: Store | None, doc: Mapping[str, Any]) -> list[Evidence]:
     """Evidence for a verdict's dumps findings, or [] (no index, no PTX, nothing found)."""
-    if store is None or links.PTX_CORPUS not in store.corpora():
+    if store is None or resolve.PTX_CORPUS not in store.corpora():
         return []
     backend = str(doc.get("backend") or "")
     out: list[Evidence] = []
-    vocab = links.Vocabulary.of(store)
+    vocab = resolve.Vocabulary.of(store)
     for code, arch in codes_of(doc):
         want = WANTS.get(code)
         if want is None:
@@ -111,7 +111,7 @@ def for_verdict(store: Store | None, doc: Mapping[str, Any]) -> list[Evidence]:
 
 def _explain(
     store: Store,
-    vocab: links.Vocabulary,
+    vocab: resolve.Vocabulary,
     code: str,
     want: Want,
     arch: int | None,
@@ -120,7 +120,7 @@ def _explain(
     concept = vocab.concept_of(want.concept)
     if concept is None:
         return None
-    sections = links.sections(store, [concept], vocab, arch)
+    sections = resolve.sections(store, [concept], vocab, arch)
     if not sections:
         return None
     section = sections[0].chunk
@@ -145,7 +145,7 @@ def _searched_example(store: Store, words: str, arch: int | None, backend: str) 
     from .search import Filters, Searcher
 
     prefer = _BACKEND_GROUPS.get(backend, ())
-    names = [c for c in store.corpora() if c != links.PTX_CORPUS]
+    names = [c for c in store.corpora() if c != resolve.PTX_CORPUS]
     if prefer and prefer[0] in names:
         names = [prefer[0]]
     if not names:
@@ -161,17 +161,17 @@ def _searched_example(store: Store, words: str, arch: int | None, backend: str) 
 
 def _example(
     store: Store,
-    vocab: links.Vocabulary,
+    vocab: resolve.Vocabulary,
     concept: str,
     arch: int | None,
     backend: str,
     word: str = "",
 ) -> Any:
-    found = links.for_concepts(store, [concept], None, arch, vocab)
+    found = resolve.for_concepts(store, [concept], None, arch, vocab)
     examples = [lk for lk in found if lk.group == "examples"]
     prefer = _BACKEND_GROUPS.get(backend, ())
 
-    def fits(link: links.Link) -> bool:
+    def fits(link: resolve.Link) -> bool:
         if not prefer:
             return True
         corpus_ok = link.chunk.corpus == prefer[0]

@@ -27,13 +27,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import chunkers, links
+from harness import envvars
+
+from . import chunkers
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
 from .embedders.cache import EmbeddingCache
 from .embedders.embed import Embedder, reuse_key
 from .errors import UserError
 from .lexical import ChunkTerms, terms_of
+from .links.refresh import refresh as refresh_links
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
 from .store import STORE_FORMAT, CorpusCache, CorpusRecord, FileEntry, Store, new_generation
@@ -218,9 +221,9 @@ _JOB: tuple[Corpus, Snapshot, list[tuple[SourceFile, str, str]]] | None = None
 
 def index_workers() -> int:
     """Processes that chunk files (env CTXKERNEL_INDEX_WORKERS; default: the CPUs, at most 4)."""
-    forced = os.environ.get("CTXKERNEL_INDEX_WORKERS")
-    if forced and forced.isdigit():
-        return max(1, int(forced))
+    forced = envvars.CTXKERNEL_INDEX_WORKERS.get()
+    if forced is not None:
+        return forced
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -523,7 +526,7 @@ def _index_corpus(
     touched = (
         None if (force or extra or interrupted) else {w.entry.path for w in work} | set(removed)
     )
-    report.links = links.refresh(cache, touched)
+    report.links = refresh_links(cache, touched)
     links_task.done()
     t = clock.lap("links", t)
     record = CorpusRecord(

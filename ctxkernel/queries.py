@@ -1,7 +1,7 @@
 """The retrieval queries — search, grep, docs, read, list_corpora, related — declared once.
 
 Each dataclass is one query as the library runs it; its fields' metadata
-(``paramspec.param``) generate both the command's click parameters (``ctxkernel search``,
+(``harness.optionspec.option``) generate both the command's click parameters (``ctxkernel search``,
 ``grep``, ``docs``, ``show``, ``related``) and the agent tool's input schema (``ctxkernel.tools``, the
 MCP server), so a default or a limit is written in one place. A field only one side
 offers says so (``tool=False``: ``--rerank``, ``--engine``; ``cli=False``:
@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.optionspec import option
+
 from .corpus import KINDS
-from .paramspec import param
 
 if TYPE_CHECKING:
     from .docs import DocsResult
@@ -45,7 +46,7 @@ ARCH_PATTERN = "^(sm_?|compute_)?[0-9]{2,3}[af]?$"
 def _max_tokens() -> Any:
     return field(
         default=DEFAULT_MAX_TOKENS,
-        metadata=param(
+        metadata=option(
             help="Upper bound on the size of the result in tokens (about 3 characters of "
             "code each). Longer output is cut between hits or lines, with a note saying "
             "what was left out.",
@@ -59,7 +60,7 @@ def _max_tokens() -> Any:
 def _corpora(what: str) -> Any:
     return field(
         default=(),
-        metadata=param(
+        metadata=option(
             "--corpus",
             "-c",
             help="Only these corpora (repeatable; default: all indexed).",
@@ -76,7 +77,7 @@ def _corpora(what: str) -> Any:
 def _arch(help: str) -> Any:
     return field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--arch",
             help=help,
             tool_help="Target GPU architecture, e.g. sm_80, sm_90, sm_100: drop what it "
@@ -91,7 +92,7 @@ def _arch(help: str) -> Any:
 def _path_glob(example: str) -> Any:
     return field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--path",
             help=f"Only files whose path matches this glob, e.g. {example}.",
             min_length=1,
@@ -105,7 +106,7 @@ class SearchQuery:
     """``ctxkernel search`` and the ``search`` tool."""
 
     query: str = field(
-        metadata=param(
+        metadata=option(
             help="What to look for: a question in plain words or a name.",
             argument=True,
             min_length=1,
@@ -114,11 +115,11 @@ class SearchQuery:
     )
     corpus: tuple[str, ...] = _corpora("search")
     k: int = field(
-        default=10, metadata=param("-k", help="How many hits to return.", low=1, high=50)
+        default=10, metadata=option("-k", help="How many hits to return.", low=1, high=50)
     )
     mode: str = field(
         default="hybrid",
-        metadata=param(
+        metadata=option(
             "--mode",
             help="hybrid (default) fuses both; lexical for exact identifiers and error "
             "messages; dense for paraphrased questions.",
@@ -128,7 +129,7 @@ class SearchQuery:
     path: str | None = _path_glob('"examples/python/CuTeDSL/**" or "python/triton/language/*"')
     language: str | None = field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--language",
             help="Only this language: python, cpp, cuda, markdown, rst, html, ptx.",
             min_length=1,
@@ -136,7 +137,7 @@ class SearchQuery:
     )
     kind: str | None = field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--kind",
             help="Only this kind of file: " + ", ".join(KINDS) + ".",
             choices=KINDS,
@@ -144,11 +145,11 @@ class SearchQuery:
     )
     lines_per_hit: int = field(
         default=20,
-        metadata=param("--lines", help="At most this many lines of each hit.", low=1, high=400),
+        metadata=option("--lines", help="At most this many lines of each hit.", low=1, high=400),
     )
     rerank: bool = field(
         default=False,
-        metadata=param(
+        metadata=option(
             "--rerank",
             help="Re-score the best 30 candidates with a local cross-encoder (off by "
             "default; slower).",
@@ -157,7 +158,7 @@ class SearchQuery:
     )
     rerank_model: str | None = field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--rerank-model",
             help="The cross-encoder for --rerank: a saved model directory (default: env "
             "CTXKERNEL_RERANK_MODEL; never downloaded unless CTXKERNEL_ALLOW_DOWNLOAD=1).",
@@ -191,7 +192,7 @@ class GrepQuery:
     """``ctxkernel grep`` and the ``grep`` tool."""
 
     pattern: str = field(
-        metadata=param(
+        metadata=option(
             help="The regular expression (Rust regex / ripgrep syntax).",
             argument=True,
             min_length=1,
@@ -199,7 +200,7 @@ class GrepQuery:
         )
     )
     corpus: str = field(
-        metadata=param(
+        metadata=option(
             "--corpus",
             "-c",
             help='The one corpus to search, e.g. "cutlass", "triton", "ptx".',
@@ -208,18 +209,18 @@ class GrepQuery:
     )
     ignore_case: bool = field(
         default=False,
-        metadata=param("-i", "--ignore-case", help="Match letters in either case."),
+        metadata=option("-i", "--ignore-case", help="Match letters in either case."),
     )
     path: str | None = _path_glob('"include/cute/**"')
     context: int = field(
         default=2,
-        metadata=param(
+        metadata=option(
             "-C", "--context", help="Lines of context before and after each match.", low=0, high=20
         ),
     )
     max_matches: int = field(
         default=100,
-        metadata=param(
+        metadata=option(
             "--max-count",
             "--max-matches",
             help="Stop after this many matching lines.",
@@ -229,7 +230,7 @@ class GrepQuery:
     )
     timeout_s: float = field(
         default=GREP_DEFAULT_TIMEOUT_S,
-        metadata=param(
+        metadata=option(
             "--timeout",
             help="Give up after this many seconds (returning what was found).",
             above=0,
@@ -238,7 +239,7 @@ class GrepQuery:
     )
     engine: str = field(
         default="auto",
-        metadata=param(
+        metadata=option(
             "--engine",
             help="ripgrep (rg) when installed, else Python; or force one.",
             choices=ENGINES,
@@ -266,7 +267,7 @@ class DocsQuery:
     """``ctxkernel docs`` and the ``docs`` tool."""
 
     topic: str = field(
-        metadata=param(
+        metadata=option(
             help="The name to look up, spelled as in code or the PTX manual.",
             argument=True,
             min_length=1,
@@ -276,7 +277,7 @@ class DocsQuery:
     corpus: tuple[str, ...] = _corpora("look in")
     alternatives: int = field(
         default=5,
-        metadata=param(
+        metadata=option(
             "--alternatives",
             "-n",
             help="How many other candidates to list after the best one.",
@@ -297,7 +298,7 @@ class ReadQuery:
     """``ctxkernel show`` and the ``read`` tool."""
 
     ref: str = field(
-        metadata=param(
+        metadata=option(
             help="corpus:path or corpus:path:start-end, as hits print it.",
             argument=True,
             min_length=3,
@@ -306,7 +307,7 @@ class ReadQuery:
     )
     start_line: int | None = field(
         default=None,
-        metadata=param(
+        metadata=option(
             "--start-line",
             help="First line to show (1-based); overrides the range in ref.",
             low=1,
@@ -314,7 +315,7 @@ class ReadQuery:
     )
     end_line: int | None = field(
         default=None,
-        metadata=param("--end-line", help="Last line to show; overrides the range in ref.", low=1),
+        metadata=option("--end-line", help="Last line to show; overrides the range in ref.", low=1),
     )
     max_tokens: int = _max_tokens()
 
@@ -331,7 +332,7 @@ class RelatedQuery:
     """``ctxkernel related`` and the ``related`` tool."""
 
     ref: str = field(
-        metadata=param(
+        metadata=option(
             help="A hit id corpus:path:start-end (or corpus:path:line), as hits print it.",
             argument=True,
             min_length=3,

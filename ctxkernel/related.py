@@ -10,9 +10,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import arch as archmod
-from . import links
 from .corpus import Chunk, parse_chunk_id
 from .errors import UserError
+from .links.mentions import norm
+from .links.render import pick
+from .links.resolve import (
+    PTX_CORPUS,
+    Link,
+    Vocabulary,
+    concepts_of_chunk,
+    for_concepts,
+    sections,
+)
 
 if TYPE_CHECKING:
     from .docs import DocsResult
@@ -23,13 +32,13 @@ if TYPE_CHECKING:
 class Related:
     chunk: Chunk
     concepts: list[str]
-    sections: list[links.Link] = field(default_factory=list)
-    implementers: list[links.Link] = field(default_factory=list)
-    users: list[links.Link] = field(default_factory=list)
-    siblings: list[links.Link] = field(default_factory=list)
+    sections: list[Link] = field(default_factory=list)
+    implementers: list[Link] = field(default_factory=list)
+    users: list[Link] = field(default_factory=list)
+    siblings: list[Link] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
 
-    def all_links(self) -> list[links.Link]:
+    def all_links(self) -> list[Link]:
         return self.sections + self.implementers + self.users + self.siblings
 
     def to_json(self) -> dict[str, Any]:
@@ -78,14 +87,14 @@ def find_chunk(store: Store, ref: str) -> Chunk:
 
 def related(store: Store, ref: str, target: int | None = None, per_group: int = 3) -> Related:
     chunk = find_chunk(store, ref)
-    vocab = links.Vocabulary.of(store)
-    concepts = links.concepts_of_chunk(store, chunk, vocab)
+    vocab = Vocabulary.of(store)
+    concepts = concepts_of_chunk(store, chunk, vocab)
     out = Related(chunk, [vocab.name(c) for c in concepts])
     if not concepts:
         return out
     found = [
         link
-        for link in links.for_concepts(store, concepts, None, target, vocab)
+        for link in for_concepts(store, concepts, None, target, vocab)
         if link.chunk.id != chunk.id
     ]
     names = set(chunk.defines)
@@ -97,11 +106,11 @@ def related(store: Store, ref: str, target: int | None = None, per_group: int = 
         for lk in found
         if lk.group == "examples" and lk.chunk.path != chunk.path and lk.chunk.id not in caller_ids
     ]
-    if chunk.corpus != links.PTX_CORPUS:
-        out.sections = links.sections(store, concepts, vocab, target)
-    out.implementers = links.pick(implementers, per_group)
-    out.users = links.pick(callers, per_group * 2, per_file=1)
-    out.siblings = links.pick(siblings, per_group)
+    if chunk.corpus != PTX_CORPUS:
+        out.sections = sections(store, concepts, vocab, target)
+    out.implementers = pick(implementers, per_group)
+    out.users = pick(callers, per_group * 2, per_file=1)
+    out.siblings = pick(siblings, per_group)
     out.totals = {
         "implementers": len(implementers),
         "users": len(callers),
@@ -144,34 +153,34 @@ def render_related(rel: Related) -> list[str]:
 
 def docs_links(
     store: Store, result: DocsResult, target: int | None = None, per_group: int = 3
-) -> tuple[list[links.Link], int]:
+) -> tuple[list[Link], int]:
     """The "implemented by / used in" links of a docs answer (shown, total)."""
     if result.best is None:
         return [], 0
-    vocab = links.Vocabulary.of(store)
+    vocab = Vocabulary.of(store)
     concept = vocab.concept_of(result.topic) if result.topic.strip() else None
     best = result.best.chunk
     if (
         concept
         and concept in vocab.names
-        and (best.corpus == links.PTX_CORPUS or links.norm(result.topic) == concept)
+        and (best.corpus == PTX_CORPUS or norm(result.topic) == concept)
     ):
         concepts = [concept]
     else:
-        concepts = links.concepts_of_chunk(store, best, vocab)
+        concepts = concepts_of_chunk(store, best, vocab)
     if not concepts:
         return [], 0
     found = [
         link
-        for link in links.for_concepts(store, concepts, None, target, vocab)
+        for link in for_concepts(store, concepts, None, target, vocab)
         if link.chunk.id != best.id
     ]
-    asked = links.norm(result.topic)
+    asked = norm(result.topic)
     if len(concepts) == 1 and asked.startswith(concepts[0] + "_"):
         # a name more precise than any section (fence.proxy.async is in "fence"): the
         # links that spell it, or a shorter form of it, not the section's other forms
         found = [lk for lk in found if asked.startswith(lk.key) or lk.key.startswith(asked)]
-    shown = links.pick(found, per_group)
-    if best.corpus != links.PTX_CORPUS:
-        shown = links.sections(store, concepts, vocab, target)[:1] + shown
+    shown = pick(found, per_group)
+    if best.corpus != PTX_CORPUS:
+        shown = sections(store, concepts, vocab, target)[:1] + shown
     return shown, len(found)

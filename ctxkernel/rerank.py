@@ -11,10 +11,11 @@ in which case a hub id is accepted too.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from harness import envvars
 
 from .embedders.model import quiet_offline_hub
 from .errors import UserError
@@ -31,7 +32,7 @@ _LOCK = threading.Lock()
 
 def resolve_rerank_model(model: str | None) -> str:
     """The local directory (or, with downloads allowed, the hub id) of the cross-encoder."""
-    name = model or os.environ.get("CTXKERNEL_RERANK_MODEL", "")
+    name = model or envvars.CTXKERNEL_RERANK_MODEL.get() or ""
     if not name:
         raise UserError(
             "--rerank needs a local cross-encoder model: pass --rerank-model DIR or set "
@@ -42,7 +43,7 @@ def resolve_rerank_model(model: str | None) -> str:
         if not (path / "config.json").is_file():
             raise UserError(f"rerank model {name!r}: no config.json there (not a saved model)")
         return str(path)
-    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") == "1":
+    if envvars.CTXKERNEL_ALLOW_DOWNLOAD.get():
         return name
     raise UserError(
         f"rerank model {name!r} is not a local directory; download it once with "

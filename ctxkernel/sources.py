@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness import paths
+from harness import envvars, paths
 
 from .corpus import Corpus, PackageSpec
 from .errors import UserError
@@ -34,8 +34,7 @@ GIT_TIMEOUT_S = 900
 PROBE_TIMEOUT_S = 10
 # A git server that accepts the connection and then says nothing would hold a fetch
 # forever: a git process that shows no progress for this long is killed (its process
-# group: git-remote-http and ssh too). CTXKERNEL_GIT_STALL_S sets it.
-GIT_STALL_S = 60.0
+# group: git-remote-http and ssh too). CTXKERNEL_GIT_STALL_S sets how long (default 60 s).
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ class GitSource(Source):
                 None,
                 self.origin,
                 limit_s=PROBE_TIMEOUT_S,
-                stall_s=min(PROBE_TIMEOUT_S, _stall_s()),
+                stall_s=min(PROBE_TIMEOUT_S, envvars.CTXKERNEL_GIT_STALL_S.get()),
             )
         except GitFailed:
             return None
@@ -186,14 +185,6 @@ class GitFailed(Exception):
         self.stalled = stalled
 
 
-def _stall_s() -> float:
-    try:
-        value = float(os.environ.get("CTXKERNEL_GIT_STALL_S", GIT_STALL_S))
-    except ValueError:
-        return GIT_STALL_S
-    return value if value > 0 else GIT_STALL_S
-
-
 def run_git(
     args: list[str],
     cwd: Path | None,
@@ -206,7 +197,7 @@ def run_git(
     progress (nothing on stdout or stderr) for ``stall_s`` seconds, or when it runs past
     ``limit_s``: the whole process group is killed then, so nothing waits on a server
     that accepted the connection and never answered. Never prompts for credentials."""
-    stall = stall_s if stall_s is not None else _stall_s()
+    stall = stall_s if stall_s is not None else envvars.CTXKERNEL_GIT_STALL_S.get()
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""}
     if "GIT_SSH_COMMAND" not in env and "GIT_SSH" not in env:
         env["GIT_SSH_COMMAND"] = f"ssh -o BatchMode=yes -o ConnectTimeout={max(1, int(stall))}"

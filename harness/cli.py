@@ -26,7 +26,7 @@ from typing import Any
 
 from .errors import UsageError
 from .options import RunOptions
-from .optionspec import click_options, option, values_from_cli
+from .optionspec import click_options, from_cli, option
 
 
 def parse_shapes(
@@ -68,15 +68,12 @@ class CheckCommand:
     candidates: list[Path] = field(default_factory=list)
     as_json: bool = field(
         default=False,
-        metadata=option(
-            "--json", name="as_json", is_flag=True, help="Print one JSON document (type 'verdict')."
-        ),
+        metadata=option("--json", help="Print one JSON document (type 'verdict')."),
     )
     feedback: bool = field(
         default=False,
         metadata=option(
             "--feedback",
-            is_flag=True,
             help="Print the compact feedback for an LLM instead of the ladder.",
         ),
     )
@@ -84,7 +81,7 @@ class CheckCommand:
         default=(),
         metadata=option(
             "--shapes",
-            multiple=True,
+            many=True,
             help="Shapes to check instead of the problem's SHAPES: 'n=1000,m=3;n=17', or 'bench'.",
         ),
     )
@@ -119,8 +116,6 @@ class CheckCommand:
         default=True,
         metadata=option(
             "--no-server",
-            is_flag=True,
-            flag_value=False,
             help="Check in this process. By default one local check runs in a per-user "
             "background check server that keeps torch and a worker template warm between "
             "calls (env CTXKERNEL_CHECK_SERVER=0 turns it off; `check-server status|stop`).",
@@ -187,12 +182,13 @@ def check_in_process(
 
 
 def _option_sets(values: dict[str, Any]) -> tuple[CheckCommand, RunOptions]:
-    command = CheckCommand(
+    command = from_cli(
+        CheckCommand,
+        values,
         problem=values["problem"],
         candidates=list(values.get("candidates") or ()),
-        **values_from_cli(CheckCommand, values),
     )
-    return command, RunOptions(**values_from_cli(RunOptions, values))
+    return command, from_cli(RunOptions, values)
 
 
 def _single_local(command: CheckCommand) -> bool:

@@ -1,9 +1,10 @@
 """RunOptions: how one check runs -- device, trials, limits, the performance rungs' switches.
 
 What every runner, rung and command line reads. Declared once: the fields a command line
-sets carry their flag in the field's metadata (``optionspec.option``), and ``python -m
-harness check``, ``ctxkernel check`` and ``ctxkernel mcp`` generate their options from it
-(``harness/cli.py``), defaults included.
+sets carry their flag in the field's metadata (``optionspec.option``; a ``bool`` field's
+flag flips its default), and ``python -m harness check``, ``ctxkernel check``, ``ctxkernel
+mcp`` and ``ctxkernel agent`` generate their options from it (``harness/cli.py``), defaults
+included.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class RunOptions:
         default=(),
         metadata=option(
             "--allow-library",
-            multiple=True,
+            many=True,
             metavar="OPS",
             help="Library ops the candidate may call although the reference computes them "
             "(comma-separated: add,mul, aten::exp, a group such as matmul, or all).",
@@ -91,8 +92,6 @@ class RunOptions:
         default=True,
         metadata=option(
             "--no-unseen",
-            is_flag=True,
-            flag_value=False,
             help="Skip the shapes and rescaled inputs the candidate never saw (on by default).",
         ),
     )
@@ -110,16 +109,13 @@ class RunOptions:
         default=False,
         metadata=option(
             "--calibrate",
-            is_flag=True,
             help="Tighten each output's tolerance to what the reference's own error against "
             "a float64 run allows (never looser than declared; also CALIBRATE = True).",
         ),
     )
     record: bool = field(
         default=True,
-        metadata=option(
-            "--no-record", is_flag=True, flag_value=False, help="Do not keep a run record."
-        ),
+        metadata=option("--no-record", help="Do not keep a run record."),
     )
     runs_dir: Path | None = field(
         default=None,
@@ -130,8 +126,6 @@ class RunOptions:
         default=True,
         metadata=option(
             "--cold",
-            is_flag=True,
-            flag_value=False,
             help="Start every worker as a fresh interpreter (no warm worker template).",
         ),
     )
@@ -141,7 +135,6 @@ class RunOptions:
         default=False,
         metadata=option(
             "--bench",
-            is_flag=True,
             help="Time the candidate and the reference on BENCH_SHAPES; report the roofline.",
         ),
     )
@@ -169,7 +162,6 @@ class RunOptions:
         default="events",
         metadata=option(
             "--graph",
-            is_flag=True,
             flag_value="graph",
             help="Time replays of a CUDA graph of the call instead of plain calls.",
         ),
@@ -177,9 +169,7 @@ class RunOptions:
     bench_reference: bool = True  # time the reference too (speedups)
     compile_ref: bool = field(
         default=False,
-        metadata=option(
-            "--compile-ref", is_flag=True, help="Also time torch.compile of the reference."
-        ),
+        metadata=option("--compile-ref", help="Also time torch.compile of the reference."),
     )
     speedup_review: float = 10.0  # speedups above this are flagged for review
     dump_dir: Path | None = field(
@@ -199,16 +189,13 @@ class RunOptions:
     )
     profile: bool = field(
         default=False,
-        metadata=option(
-            "--profile", is_flag=True, help="Profile the candidate's kernels with ncu."
-        ),
+        metadata=option("--profile", help="Profile the candidate's kernels with ncu."),
     )
     # -- intra-kernel tracing: harness/rungs/trace.py --------------------------
     trace: bool = field(
         default=False,
         metadata=option(
             "--trace",
-            is_flag=True,
             help="Time the sections the kernel marks (Proton scopes, ck_trace) in a separate "
             "instrumented worker; writes a Perfetto timeline into the run record.",
         ),

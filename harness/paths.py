@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import envvars
+
 APP = "ctxkernel"
 
 
-def _env_path(name: str) -> Path | None:
+def _env_path(name: str) -> Path | None:  # the XDG variables
     value = os.environ.get(name)
     return Path(value).expanduser() if value else None
 
@@ -35,7 +37,7 @@ def checkout_root() -> Path | None:
 
 def home() -> Path:
     """The directory that holds indexes and runs."""
-    explicit = _env_path("CTXKERNEL_HOME")
+    explicit = envvars.CTXKERNEL_HOME.get()
     if explicit is not None:
         return explicit
     root = checkout_root()
@@ -47,7 +49,7 @@ def home() -> Path:
 
 def cache_dir() -> Path:
     """Clones, downloads, measured device ceilings: safe to delete, rebuilt on demand."""
-    explicit = _env_path("CTXKERNEL_HOME")
+    explicit = envvars.CTXKERNEL_HOME.get()
     if explicit is not None:
         return explicit / "cache"
     cache = _env_path("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -58,14 +60,14 @@ def check_server_dir() -> Path:
     """Where this user's check servers keep their sockets (not created here); every
     worker's view leaves it out."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and not os.environ.get("CTXKERNEL_HOME"):
+    if runtime and envvars.CTXKERNEL_HOME.get() is None:
         return Path(runtime) / "ctxkernel"
     return cache_dir() / "check-server"
 
 
 def config_dir() -> Path:
     """User configuration: extra corpus definitions live in ``<config_dir>/corpora``."""
-    explicit = _env_path("CTXKERNEL_HOME")
+    explicit = envvars.CTXKERNEL_HOME.get()
     if explicit is not None:
         return explicit
     config = _env_path("XDG_CONFIG_HOME") or Path.home() / ".config"
@@ -77,5 +79,5 @@ def default_index_dir() -> Path:
 
 
 def default_runs_dir() -> Path:
-    explicit = _env_path("CTXKERNEL_RUNS")
+    explicit = envvars.CTXKERNEL_RUNS.get()
     return explicit if explicit is not None else home() / "runs"

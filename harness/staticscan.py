@@ -25,7 +25,7 @@ from typing import Any
 
 from .backends import jit_decorators
 from .problems.policy import GROUPS, Policy, canonical_name
-from .pysource import parse as parse_source
+from .problems.pysource import parse as parse_source
 
 
 def _words(text: str) -> frozenset[str]:

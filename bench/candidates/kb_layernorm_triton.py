@@ -1,4 +1,4 @@
-"""An honest KernelBench ModelNew for level1/40_LayerNorm (written for bench/gpu_suites.py):
+"""An honest KernelBench ModelNew for level1/40_LayerNorm (written for bench/gpu/gpu_suites.py):
 one program per row of the normalized shape, two passes over it."""
 
 import torch

@@ -1,4 +1,4 @@
-"""An honest KernelBench ModelNew for level1/19_ReLU (written for bench/gpu_suites.py)."""
+"""An honest KernelBench ModelNew for level1/19_ReLU (written for bench/gpu/gpu_suites.py)."""
 
 import torch
 import torch.nn as nn

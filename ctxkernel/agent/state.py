@@ -6,45 +6,209 @@ with (:class:`RunResult`), and the shapes of the user turns the loop writes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness import RunOptions
+from harness.optionspec import option
 
-from .client import DEFAULT_MODEL
+from .client import DEFAULT_MODEL, ModelSettings, Price, thinking_param
 
 if TYPE_CHECKING:
     from .check_tool import CheckOutcome
     from .runs import RunRecord
 
 
+def _backends() -> list[str]:
+    from harness.backends import backend_names  # the harness's backend registry
+
+    return backend_names()
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match:
+        raise ValueError(f"--max-wall: expected seconds or 30m / 2h, got {text!r}")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _price(text: str) -> list[float]:
+    price = Price.parse(text)
+    return [price.input, price.output]
+
+
+def _thinking_budget(text: str) -> int | str:
+    thinking_param(text)  # validate now, not at the first call
+    return text if text == "adaptive" else int(text)
+
+
 @dataclass
 class AgentConfig:
-    """Everything a run was asked to do; kept in ``run.json`` for resume."""
+    """Everything a run was asked to do; kept in ``run.json`` for resume. The fields a
+    command line sets carry their flag (``optionspec.option``): ``ctxkernel agent`` and
+    ``ctxkernel context init`` generate their options from them, defaults included."""
 
     problem: str
-    backend: str = "triton"
-    model: str = DEFAULT_MODEL
-    max_iters: int = 20
-    target: float = 0.8
-    samples: int = 1
-    max_tokens: int = 16000
-    temperature: float | None = None
-    thinking_budget: int | str | None = None
-    max_cost: float | None = None
-    max_wall_s: float | None = None
-    token_budget: int | None = None
-    patience: int = 5
+    backend: str = field(
+        default="triton",
+        metadata=option(
+            "--backend",
+            choices=_backends,
+            help="The backend the kernel is written in (declared to the harness).",
+        ),
+    )
+    model: str = field(
+        default=DEFAULT_MODEL,
+        metadata=option(
+            "--model",
+            envvar="CTXKERNEL_MODEL",
+            metavar="ID",
+            help="Claude model id (env CTXKERNEL_MODEL).",
+        ),
+    )
+    max_iters: int = field(
+        default=20,
+        metadata=option(
+            "--max-iters",
+            low=1,
+            help="Rounds that submit versions (each round: --samples versions).",
+        ),
+    )
+    target: float = field(
+        default=0.8,
+        metadata=option(
+            "--target",
+            low=0.0,
+            high=1.0,
+            help="Stop when the best correct version reaches this fraction of the roofline.",
+        ),
+    )
+    samples: int = field(
+        default=1,
+        metadata=option(
+            "--samples",
+            low=1,
+            high=16,
+            help="Independent versions per round, checked concurrently.",
+        ),
+    )
+    max_tokens: int = field(
+        default=ModelSettings.max_tokens,
+        metadata=option("--max-tokens", low=256, help="max_tokens of each response."),
+    )
+    temperature: float | None = field(
+        default=None,
+        metadata=option(
+            "--temperature",
+            low=0.0,
+            high=1.0,
+            help="Sampling temperature (not sent with thinking).",
+        ),
+    )
+    thinking_budget: int | str | None = field(
+        default=None,
+        metadata=option(
+            "--thinking-budget",
+            parse=_thinking_budget,
+            metavar="N|adaptive",
+            help="Extended thinking: a token budget >= 1024, or 'adaptive'.",
+        ),
+    )
+    max_cost: float | None = field(
+        default=None,
+        metadata=option(
+            "--max-cost",
+            low=0.0,
+            metavar="USD",
+            help="Stop when the run has cost this many dollars.",
+        ),
+    )
+    max_wall_s: float | None = field(
+        default=None,
+        metadata=option(
+            "--max-wall",
+            parse=parse_duration,
+            metavar="DURATION",
+            help="Stop after this much wall time for the run (90, 30m, 2h).",
+        ),
+    )
+    token_budget: int | None = field(
+        default=None,
+        metadata=option(
+            "--token-budget",
+            low=1,
+            metavar="N",
+            help="Stop when the run has used this many tokens (input + output + cache).",
+        ),
+    )
+    patience: int = field(
+        default=5,
+        metadata=option(
+            "--patience", low=1, help="Stop after this many rounds without improvement."
+        ),
+    )
     min_gain: float = 0.03  # a new best must be this much faster (timing noise is ~1-4%)
-    device: str | None = None
-    trials: int = 3
-    check_timeout_s: float = RunOptions.timeout_s  # one home: the check's own default
-    context_tokens: int = 100_000
-    lookups_per_version: int = 12
-    runner: str | None = None  # harness.runners spec; None: local (one sample) or pool
-    price: list[float] | None = None  # [input, output] dollars per million tokens
-    index_dir: str | None = None
+    device: str | None = field(
+        default=None,
+        metadata=option(
+            "--device",
+            choices=("cpu", "cuda"),
+            help="Where candidates run (default: cuda when present).",
+        ),
+    )
+    runner: str | None = field(  # harness.runners spec; None: local (one sample) or pool
+        default=None,
+        metadata=option(
+            "--runner",
+            metavar="SPEC",
+            help="Where candidates are checked: local, pool, ssh://host, ray (default: "
+            "local, or pool with --samples > 1; see `ctxkernel check --help`). With a "
+            "remote runner pass --device cuda.",
+        ),
+    )
+    trials: int = field(  # one home: the check's own default
+        default=RunOptions.trials,
+        metadata=option(
+            "--seeds", low=1, high=100, help="Trials (fresh inputs) per shape in each check."
+        ),
+    )
+    check_timeout_s: float = field(  # one home: the check's own default
+        default=RunOptions.timeout_s,
+        metadata=option(
+            "--check-timeout",
+            low=1.0,
+            help="Seconds per harness worker request (as `check --timeout`).",
+        ),
+    )
+    context_tokens: int = field(
+        default=100_000,
+        metadata=option(
+            "--context-tokens",
+            low=4000,
+            help="Trim old turns when the conversation grows past this.",
+        ),
+    )
+    price: list[float] | None = field(  # [input, output] dollars per million tokens
+        default=None,
+        metadata=option(
+            "--price",
+            parse=_price,
+            metavar="IN,OUT",
+            help="Dollars per million input,output tokens (default: the model's list price).",
+        ),
+    )
+    lookups_per_version: int = field(
+        default=12,
+        metadata=option(
+            "--lookups",
+            low=1,
+            help="Tool calls in a round before the model is told to submit a version.",
+        ),
+    )
+    index_dir: str | None = None  # the command line's shared --index-dir and --chroma-url
     chroma_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "sandbox": "sandbox:sandbox_group",
     "context": "context:context_group",
     "embedder": "embedder:embedder_group",
+    "env": "env:env_cmd",
 }
 
 
@@ -90,6 +91,7 @@ def cli() -> None:
                            checkout or ~/.local/share/ctxkernel, ~/.cache/ctxkernel and
                            ~/.config/ctxkernel (XDG_*_HOME move the last three)
       CTXKERNEL_INDEX_DIR  the index only (as --index-dir)
+      `ctxkernel env` lists every variable: type, default, value, meaning
     """
 
 

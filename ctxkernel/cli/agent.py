@@ -9,118 +9,85 @@ live view draws the versions table, what the run is doing and its cost instead
 a correct version exists, 1 when none does, 2 on an error (a missing key, a bad problem,
 ``--interactive`` without a terminal, the API failing for good: the run is kept and
 ``--resume RUN`` continues it).
+
+Its options are declared once (``harness.optionspec``): the run's in ``AgentConfig``
+(``agent/state.py``, kept in ``run.json``), the command's own in ``AgentCommand``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
-from harness import RunOptions
-from harness.backends import backend_names
+from harness.optionspec import click_options, from_cli, option, values_from_cli
 
+from ..agent.client import RetryPolicy
+from ..agent.state import AgentConfig
 from ..errors import UserError
 from ..render import json_line
 from .common import index_options, json_option
 
-BACKENDS = backend_names()  # the harness's backend registry
-# option name -> AgentConfig field; what --resume lets a command line change
-RESUMABLE = {
-    "model": "model",
-    "max_iters": "max_iters",
-    "target": "target",
-    "samples": "samples",
-    "max_tokens": "max_tokens",
-    "temperature": "temperature",
-    "thinking_budget": "thinking_budget",
-    "max_cost": "max_cost",
-    "max_wall": "max_wall_s",
-    "token_budget": "token_budget",
-    "patience": "patience",
-    "trials": "trials",
-    "check_timeout": "check_timeout_s",
-    "context_tokens": "context_tokens",
-    "price": "price",
-    "runner": "runner",
-    "lookups": "lookups_per_version",
-}
+# what a resumed run keeps from its start whatever the command line says
+FIXED_ON_RESUME = ("backend", "device")
 
 
-def parse_duration(text: str | None) -> float | None:
-    """``90``, ``90s``, ``30m``, ``2h`` -> seconds."""
-    if text is None:
-        return None
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not match:
-        raise UserError(f"--max-wall: expected seconds or 30m / 2h, got {text!r}")
-    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+@dataclass(frozen=True, kw_only=True)
+class AgentCommand:
+    """What ``agent`` is asked besides the run's configuration (``AgentConfig``): the run
+    to continue, the API's retries, where the best goes, how the run is shown and steered.
+    Both are declared once and the click options come from them."""
+
+    resume: str | None = field(
+        default=None,
+        metadata=option(
+            "--resume",
+            metavar="RUN",
+            help="Continue a run (id, unique part of one, 'last' or its directory).",
+        ),
+    )
+    max_retries: int = field(
+        default=RetryPolicy.max_attempts,
+        metadata=option(
+            "--max-retries", low=1, help="Attempts per API call on 429/529/5xx answers."
+        ),
+    )
+    out: Path | None = field(
+        default=None, metadata=option("--out", help="Also copy the best correct version here.")
+    )
+    interactive: bool = field(
+        default=False,
+        metadata=option(
+            "-i",
+            "--interactive",
+            help="Steer the run from this terminal: after each checked version, Enter "
+            "goes on, text is guidance for the model, /help lists the commands.",
+        ),
+    )
+    notes: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--note",
+            many=True,
+            metavar="TEXT",
+            help="Guidance for the model, sent as the engineer's words in its first turn "
+            "(with --resume: continues the run). Repeatable.",
+        ),
+    )
+    verbose: bool = field(
+        default=False, metadata=option("-v", "--verbose", help="Requests and tool calls on stderr.")
+    )
 
 
 @click.command("agent")
 @click.argument("problem", required=False, type=click.Path(path_type=Path))
-@click.option(
-    "--backend", type=click.Choice(BACKENDS), default="triton", show_default=True,
-    help="The backend the kernel is written in (declared to the harness).",
-)  # fmt: skip
-@click.option(
-    "--model", default=None, envvar="CTXKERNEL_MODEL", metavar="ID",
-    help="Claude model id (default claude-sonnet-5-5; env CTXKERNEL_MODEL).",
-)  # fmt: skip
-@click.option("--max-iters", type=click.IntRange(1), default=20, show_default=True,
-              help="Rounds that submit versions (each round: --samples versions).")  # fmt: skip
-@click.option("--target", type=click.FloatRange(0.0, 1.0), default=0.8, show_default=True,
-              help="Stop when the best correct version reaches this fraction of the roofline.")  # fmt: skip
-@click.option("--samples", type=click.IntRange(1, 16), default=1, show_default=True,
-              help="Independent versions per round, checked concurrently.")  # fmt: skip
-@click.option("--resume", metavar="RUN", default=None,
-              help="Continue a run (id, unique part of one, 'last' or its directory).")  # fmt: skip
-@click.option("--max-tokens", type=click.IntRange(256), default=16000, show_default=True,
-              help="max_tokens of each response.")  # fmt: skip
-@click.option("--temperature", type=click.FloatRange(0.0, 1.0), default=None,
-              help="Sampling temperature (not sent with thinking).")  # fmt: skip
-@click.option("--thinking-budget", default=None, metavar="N|adaptive",
-              help="Extended thinking: a token budget >= 1024, or 'adaptive'.")  # fmt: skip
-@click.option("--max-cost", type=click.FloatRange(0.0), default=None, metavar="USD",
-              help="Stop when the run has cost this many dollars.")  # fmt: skip
-@click.option("--max-wall", default=None, metavar="DURATION",
-              help="Stop after this much wall time for the run (90, 30m, 2h).")  # fmt: skip
-@click.option("--token-budget", type=click.IntRange(1), default=None, metavar="N",
-              help="Stop when the run has used this many tokens (input + output + cache).")  # fmt: skip
-@click.option("--patience", type=click.IntRange(1), default=5, show_default=True,
-              help="Stop after this many rounds without improvement.")  # fmt: skip
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
-              help="Where candidates run (default: cuda when present).")  # fmt: skip
-@click.option("--runner", default=None, metavar="SPEC",
-              help="Where candidates are checked: local, pool, ssh://host, ray (default: "
-              "local, or pool with --samples > 1; see `ctxkernel check --help`). With a "
-              "remote runner pass --device cuda.")  # fmt: skip
-@click.option("--seeds", "trials", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Trials (fresh inputs) per shape in each check.")  # fmt: skip
-@click.option("--check-timeout", type=click.FloatRange(1.0), default=RunOptions.timeout_s, show_default=True,
-              help="Seconds per harness worker request (as `check --timeout`).")  # fmt: skip
-@click.option("--context-tokens", type=click.IntRange(4000), default=100_000, show_default=True,
-              help="Trim old turns when the conversation grows past this.")  # fmt: skip
-@click.option("--price", default=None, metavar="IN,OUT",
-              help="Dollars per million input,output tokens (default: the model's list price).")  # fmt: skip
-@click.option("--lookups", type=click.IntRange(1), default=12, show_default=True,
-              help="Tool calls in a round before the model is told to submit a version.")  # fmt: skip
-@click.option("--max-retries", type=click.IntRange(1), default=6, show_default=True,
-              help="Attempts per API call on 429/529/5xx answers.")  # fmt: skip
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Also copy the best correct version here.")  # fmt: skip
-@click.option("-i", "--interactive", is_flag=True,
-              help="Steer the run from this terminal: after each checked version, Enter "
-              "goes on, text is guidance for the model, /help lists the commands.")  # fmt: skip
-@click.option("--note", "notes", multiple=True, metavar="TEXT",
-              help="Guidance for the model, sent as the engineer's words in its first turn "
-              "(with --resume: continues the run). Repeatable.")  # fmt: skip
-@click.option("-v", "--verbose", is_flag=True, help="Requests and tool calls on stderr.")
+@click_options(AgentConfig)
+@click_options(AgentCommand)
 @index_options
 @json_option
 @click.pass_context
@@ -138,35 +105,35 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
       ctxkernel agent examples/softmax --interactive
       ctxkernel agent --resume last --note "memory-bound: one pass, wider loads"
     """
-    from ..agent import Agent, AgentConfig, APIFailure
+    from ..agent import Agent, APIFailure
     from ..agent.steer import Steering
 
+    command = from_cli(AgentCommand, opts)
     as_json = opts["as_json"]
-    printer = Printer(as_json=as_json, verbose=opts["verbose"])
-    view = _view(opts)
+    printer = Printer(as_json=as_json, verbose=command.verbose)
+    view = _view(command, as_json)
     sink = printer if view is None else _Deferred(view, printer)
-    steering = Steering(opts["notes"], reviewer=view if opts["interactive"] else None)
+    steering = Steering(command.notes, reviewer=view if command.interactive else None)
     try:
-        if opts["resume"]:
+        if command.resume:
             if problem is not None:
                 raise UserError("give either PROBLEM or --resume RUN, not both")
             overrides = _overrides(ctx, opts)
             agent = Agent.resume(
-                opts["resume"], overrides, lambda c: _client(c, opts), on_event=sink,
+                command.resume, overrides, lambda c: _client(c, command), on_event=sink,
                 steering=steering,
             )  # fmt: skip
         else:
             if problem is None:
                 raise UserError("missing PROBLEM (a problem.py or its directory), or --resume RUN")
-            given = {name: _value(option, opts[option]) for option, name in RESUMABLE.items()}
-            config = AgentConfig(
+            config = from_cli(
+                AgentConfig,
+                opts,
                 problem=str(problem),
-                backend=opts["backend"],
                 index_dir=opts["index_dir"],
                 chroma_url=opts["chroma_url"],
-                **{k: v for k, v in given.items() if v is not None},
             )
-            client = _client(config, opts)
+            client = _client(config, command)
             client.check_credentials()
             agent = Agent.start(config, client, on_event=sink, steering=steering)
     except (APIFailure, ValueError) as exc:
@@ -188,9 +155,9 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
             assert isinstance(sink, _Deferred)
             sink.flush()
     summary = result.summary
-    if opts["out"] is not None and result.best is not None:
-        shutil.copyfile(result.record.path / "best.py", opts["out"])
-        printer.note(f"best version copied to {opts['out']}")
+    if command.out is not None and result.best is not None:
+        shutil.copyfile(result.record.path / "best.py", command.out)
+        printer.note(f"best version copied to {command.out}")
     if summary.get("stop_reason") == "api-error":
         raise UserError(
             f"the API failed: {summary.get('stop_detail')} (run kept; continue with "
@@ -199,10 +166,10 @@ def agent_cmd(ctx: click.Context, problem: Path | None, **opts: Any) -> int:
     return 0 if result.best is not None else 1
 
 
-def _view(opts: dict[str, Any]) -> Any:
+def _view(command: AgentCommand, as_json: bool) -> Any:
     """The live view on a terminal (the console with --interactive), else None."""
-    interactive = opts["interactive"]
-    if interactive and opts["as_json"]:
+    interactive = command.interactive
+    if interactive and as_json:
         raise UserError("--interactive draws on the terminal; it does not go with --json")
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and not tty:
@@ -213,11 +180,11 @@ def _view(opts: dict[str, Any]) -> Any:
     if interactive:
         from ..agent.console import Console
 
-        return Console(verbose=opts["verbose"])
-    if sys.stdout.isatty() and not opts["as_json"]:
+        return Console(verbose=command.verbose)
+    if sys.stdout.isatty() and not as_json:
         from ..agent.console import LiveView
 
-        return LiveView(verbose=opts["verbose"])
+        return LiveView(verbose=command.verbose)
     return None
 
 
@@ -242,37 +209,20 @@ class _Deferred:
         self.later = []
 
 
-def _value(option: str, value: Any) -> Any:
-    if option == "max_wall":
-        return parse_duration(value)
-    if option == "price" and value is not None:
-        from ..agent.client import Price
-
-        price = Price.parse(value)
-        return [price.input, price.output]
-    if option == "thinking_budget" and value is not None:
-        from ..agent.client import thinking_param
-
-        thinking_param(value)  # validate now, not at the first call
-        return value if value == "adaptive" else int(value)
-    return value
-
-
 def _overrides(ctx: click.Context, opts: dict[str, Any]) -> dict[str, Any]:
-    """The options given on this command line (not defaults) that change a resumed run."""
-    out: dict[str, Any] = {}
-    for option, name in RESUMABLE.items():
-        source = ctx.get_parameter_source(option)
-        if source in (
-            click.core.ParameterSource.COMMANDLINE,
-            click.core.ParameterSource.ENVIRONMENT,
-        ):
-            out[name] = _value(option, opts[option])
-    return out
+    """The run's options given on this command line (not defaults) that change a resumed run."""
+    given = {
+        name: value
+        for name, value in opts.items()
+        if ctx.get_parameter_source(name)
+        in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    }
+    values = values_from_cli(AgentConfig, given)
+    return {name: value for name, value in values.items() if name not in FIXED_ON_RESUME}
 
 
-def _client(config: Any, opts: dict[str, Any]) -> Any:
-    from ..agent.client import ModelClient, ModelSettings, Price, RetryPolicy, thinking_param
+def _client(config: AgentConfig, command: AgentCommand) -> Any:
+    from ..agent.client import ModelClient, ModelSettings, Price, thinking_param
 
     settings = ModelSettings(
         model=config.model,
@@ -281,7 +231,7 @@ def _client(config: Any, opts: dict[str, Any]) -> Any:
         thinking=thinking_param(config.thinking_budget),
     )
     price = Price(config.price[0], config.price[1], "option") if config.price else None
-    return ModelClient(settings, price=price, retry=RetryPolicy(max_attempts=opts["max_retries"]))
+    return ModelClient(settings, price=price, retry=RetryPolicy(max_attempts=command.max_retries))
 
 
 class Printer:

@@ -17,8 +17,11 @@ from typing import Any
 
 import click
 
+from harness import envvars
+from harness.optionspec import click_options
+
+from ..agent.state import AgentConfig
 from ..errors import UserError
-from .agent import BACKENDS
 from .common import index_options
 
 FILES = ("CLAUDE.md", "AGENTS.md", ".mcp.json")
@@ -33,11 +36,7 @@ def context_group() -> None:
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--problem", "-p", required=True, type=click.Path(exists=True, path_type=Path),
               help="The problem: a problem.py or its directory.")  # fmt: skip
-@click.option("--backend", type=click.Choice(BACKENDS), default="triton", show_default=True)
-@click.option("--target", type=click.FloatRange(0.0, 1.0), default=0.8, show_default=True,
-              help="Fraction of the roofline that counts as done.")  # fmt: skip
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
-              help="Where check_kernel runs candidates (default: cuda when present).")  # fmt: skip
+@click_options(AgentConfig, only=("backend", "target", "device"))  # the agent's, declared once
 @click.option("--force", is_flag=True, help="Overwrite the files if they exist.")
 @index_options
 def init_cmd(
@@ -100,7 +99,8 @@ def mcp_config(
     if chroma_url:
         args += ["--chroma-url", chroma_url]
     server: dict[str, Any] = {"command": command, "args": args}
-    env = {k: os.environ[k] for k in ("CTXKERNEL_HOME", "CTXKERNEL_INDEX_DIR") if os.environ.get(k)}
+    passed = (envvars.CTXKERNEL_HOME, envvars.CTXKERNEL_INDEX_DIR)  # as set, unexpanded
+    env = {var.name: value for var in passed if (value := var.raw())}
     if env:
         server["env"] = env
     return {"mcpServers": {"ctxkernel": server}}

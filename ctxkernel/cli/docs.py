@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
+from harness.optionspec import click_options, from_cli
+
 from ..docs import DocsResult
-from ..links import render_lines
-from ..paramspec import click_params, from_cli
+from ..links.render import render_lines
 from ..queries import DocsQuery
 from ..render import console, is_terminal, json_line
 from .common import index_options, json_option, workspace
@@ -18,7 +19,7 @@ _PROSE = {"markdown", "rst", "html", "text", "notebook"}
 
 
 @click.command("docs")
-@click_params(DocsQuery)
+@click_options(DocsQuery)
 @click.option("--plain", is_flag=True, help="Print the text as is, without terminal rendering.")
 @index_options
 @json_option

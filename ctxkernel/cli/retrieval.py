@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
+from harness.optionspec import click_options, from_cli
+
 from .. import progress as progress_mod
 from ..errors import UserError
-from ..paramspec import click_params, from_cli
 from ..queries import GrepQuery, ReadQuery, RelatedQuery, SearchQuery
 from ..render import console, counted, json_line, print_file_range, print_hits
 from .common import embed_option, index_options, json_option, workspace
@@ -184,7 +185,7 @@ def _size(n: int) -> str:
 
 
 @click.command("search")
-@click_params(SearchQuery)
+@click_options(SearchQuery)
 @click.option(
     "--embed",
     "embed",
@@ -237,7 +238,7 @@ def search_cmd(
 
 
 @click.command("grep")
-@click_params(GrepQuery)
+@click_options(GrepQuery)
 @index_options
 @json_option
 def grep_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
@@ -296,7 +297,7 @@ def grep_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **par
 
 
 @click.command("show")
-@click_params(ReadQuery)
+@click_options(ReadQuery)
 @index_options
 @json_option
 def show_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:
@@ -319,7 +320,7 @@ def show_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **par
 
 
 @click.command("related")
-@click_params(RelatedQuery)
+@click_options(RelatedQuery)
 @index_options
 @json_option
 def related_cmd(index_dir: str | None, chroma_url: str | None, as_json: bool, **params: Any) -> int:

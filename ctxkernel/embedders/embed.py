@@ -21,12 +21,13 @@ two keys are never searched together.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from harness import envvars
 
 from ..errors import UserError
 from .model import DEFAULT_MODEL, quiet_offline_hub, resolve_model
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
     from ..corpus import Chunk
 
-DEFAULT_MAX_TOKENS = 128
 DEFAULT_EMBED = "static"  # within 0.02 of MiniLM on eval-dev and eval-test (bench/RESULTS.md)
 GPU_BATCH = 512  # texts per forward pass on a GPU (fp16): the H200 has room for far more
 
@@ -45,7 +45,7 @@ _LOCK = threading.Lock()
 
 
 def default_device() -> str:
-    forced = os.environ.get("CTXKERNEL_EMBED_DEVICE")
+    forced = envvars.CTXKERNEL_EMBED_DEVICE.get()
     if forced:
         return forced
     try:
@@ -61,9 +61,9 @@ def embed_spec(spec: str | None = None, configured: str | None = None) -> str:
     ``embed``, a model named by CTXKERNEL_EMBED_MODEL (a transformer), else static."""
     chosen = (
         spec
-        or os.environ.get("CTXKERNEL_EMBED")
+        or envvars.CTXKERNEL_EMBED.get()
         or configured
-        or os.environ.get("CTXKERNEL_EMBED_MODEL")
+        or envvars.CTXKERNEL_EMBED_MODEL.get()
         or DEFAULT_EMBED
     )
     return chosen.strip()
@@ -237,14 +237,12 @@ class TransformerEmbedder(Embedder):
     ):
         super().__init__()
         self.model_id, self._load_from = resolve_model(model)
-        requested = model or os.environ.get("CTXKERNEL_EMBED_MODEL") or DEFAULT_MODEL
+        requested = model or envvars.CTXKERNEL_EMBED_MODEL.get() or DEFAULT_MODEL
         bundled = requested in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
         self.spec = "minilm" if bundled else self._load_from
         self._device = device
-        self.max_tokens = max_tokens or int(
-            os.environ.get("CTXKERNEL_EMBED_MAX_TOKENS", DEFAULT_MAX_TOKENS)
-        )
-        self.text_style = os.environ.get("CTXKERNEL_EMBED_TEXT", "compact")
+        self.max_tokens = max_tokens or envvars.CTXKERNEL_EMBED_MAX_TOKENS.get()
+        self.text_style = envvars.CTXKERNEL_EMBED_TEXT.get()
         # what a stored vector depends on: model, truncation length, text policy
         self.key = f"{self.model_id}@{self.max_tokens}" + (
             "" if self.text_style == "compact" else f"+{self.text_style}"
@@ -354,7 +352,7 @@ def embed_text(chunk: Chunk, style: str | None = None) -> str:
     chunk text as is, up to the model's window: the naive baseline the benchmarks compare
     against.
     """
-    style = style or os.environ.get("CTXKERNEL_EMBED_TEXT", "compact")
+    style = style or envvars.CTXKERNEL_EMBED_TEXT.get()
     if style == "full":
         return chunk.text
     # a module docstring's piece (a doc, no symbol) is prose inside a code file

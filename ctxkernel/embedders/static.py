@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import envvars
+
 from ..errors import UserError
 from ..progress import Progress
 from .recipe import (  # the recipe, imported where the build reads it
@@ -75,7 +77,7 @@ def _fingerprint(folder: Path) -> str:
 
 def recipe(preset: str | None = None) -> Recipe:
     """The recipe of a preset (default: env CTXKERNEL_STATIC_RECIPE, else "default")."""
-    preset = preset or os.environ.get("CTXKERNEL_STATIC_RECIPE") or "default"
+    preset = preset or envvars.CTXKERNEL_STATIC_RECIPE.get()
     if preset not in PRESETS:
         raise UserError(f"unknown static recipe {preset!r} (one of {', '.join(PRESETS)})")
     model_id, folder = base_model()

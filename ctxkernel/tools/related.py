@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..paramspec import from_tool, tool_schema
+from harness.optionspec import from_tool, tool_schema
+
 from ..queries import RelatedQuery
 from ..related import render_related
 from ..render import counted

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from harness.optionspec import from_tool, tool_schema
+
 from ..corpus import Hit, parse_chunk_id
 from ..errors import UserError
-from ..links import pick, render_lines
-from ..paramspec import from_tool, tool_schema
+from ..links.render import pick, render_lines
 from ..queries import DocsQuery, GrepQuery, ListCorporaQuery, ReadQuery, SearchQuery
 from ..render import counted
 from . import tokens

@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from .base import Backend, File, LaunchCounter
 
 KINDS = ("ptx", "cubin", "cu", "so")
@@ -74,7 +75,7 @@ class CudaInlineBackend(Backend):
 
 
 def keep_dir() -> str | None:
-    if os.environ.get("CTXKERNEL_KEEP_NVCC") != "1":
+    if not envvars.CTXKERNEL_KEEP_NVCC.get():
         return None
     return os.path.join(os.environ.get("HOME", "."), "nvcc-keep")
 

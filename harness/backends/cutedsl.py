@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from .base import Backend, File, LaunchCounter
 
 _ARCH_OF_CAPABILITY = {"9.0": "sm_90a", "10.0": "sm_100a", "10.3": "sm_103a", "12.0": "sm_120a"}
@@ -67,7 +68,7 @@ class CuteDSLBackend(Backend):
         return _collect(notes)
 
     def prepare_worker(self, device: str) -> LaunchCounter | None:
-        if os.environ.get("CTXKERNEL_DUMP") == "1":
+        if envvars.CTXKERNEL_DUMP.get():
             dump = os.environ.setdefault(
                 "CUTE_DSL_DUMP_DIR", os.path.join(os.environ.get("HOME", "."), "cute-dump")
             )

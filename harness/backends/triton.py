@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from .base import Backend, DumpPlan, File, LaunchCounter
 
 KINDS = ("ttir", "ttgir", "llir", "ptx", "cubin", "json")
@@ -237,12 +238,12 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
     if original is None or getattr(original, "_ctxkernel_counted", False):
         return
     record: Any = None
-    if os.environ.get("CTXKERNEL_RECORD_LAUNCHES") == "1":
+    if envvars.CTXKERNEL_RECORD_LAUNCHES.get():
         from .triton_aot import record_launch
 
         record = record_launch
     # a dump worker on a CPU machine records launches on large shapes without running them
-    record_only = record is not None and os.environ.get("CTXKERNEL_RECORD_ONLY") == "1"
+    record_only = record is not None and envvars.CTXKERNEL_RECORD_ONLY.get()
 
     @functools.wraps(original)
     def run(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kwargs: Any) -> Any:

@@ -21,17 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from ..paths import cache_dir
 
 VERSION = 1
 MAX_AGE_S = 7 * 86400.0
 CLOCK_TOLERANCE = 0.02
 MAX_ENTRIES = 512
-ENV = "CTXKERNEL_REF_CACHE"
+ENV = envvars.CTXKERNEL_REF_CACHE.name
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "no", "off", "false")
+    return envvars.CTXKERNEL_REF_CACHE.get()
 
 
 def cache_file() -> Path:

@@ -4,5 +4,6 @@
 ``importers/``: GPU MODE and KernelBench); ``snapshot.py`` copies its files where no
 worker can write; ``candidate.py`` the ``Candidate``; ``unseen.py`` unseen shapes;
 ``policy.py``, ``library.py`` and ``library_share.py`` the forbidden ops and library use;
-``precision.py`` the reference's fp32 precision.
+``precision.py`` the reference's fp32 precision; ``pysource.py`` parses Python source one
+at a time (CPython 3.11's AST conversion is not thread-safe).
 """

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..backends import backend_names, detect_backend, module_names
 from ..errors import UsageError
-from ..pysource import parse as parse_source
+from .pysource import parse as parse_source
 from .snapshot import read_regular, refuse_check_folder
 
 if TYPE_CHECKING:  # problem.py imports torch: the CLI detects a backend without it

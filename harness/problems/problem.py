@@ -4,7 +4,8 @@
   **shape)``, ``ref_kernel(inputs)``, ``SHAPES``, optional ``TOLERANCE``, ``FORBIDDEN``,
   ``BENCH_SHAPES``, ``BENCH_L2`` (``"flush"`` or ``"hot"``), ``SEEDS``, ``flops(**shape)``,
   ``bytes(**shape)``, ``UNSEEN`` (``unseen.py``), ``STRESS = False``, ``CALIBRATE = True``
-  (tolerances measured against a float64 reference: ``calibrate.py``), and the library
+  (tolerances measured against a float64 reference: ``calibrate.py``), ``EDGE_INPUTS``
+  (edge-input trials: ``rungs/edges.py``), and the library
   rules (``library.py``): ``ALLOW_LIBRARY``, ``ALLOW_TORCH``, ``MIN_KERNEL_SHARE``;
 - GPU MODE reference-kernels (``reference.py`` + ``task.yml``): see ``importers/gpumode.py``;
 - KernelBench (``Model``, ``get_inputs``, ``get_init_inputs``): ``importers/kernelbench.py``.
@@ -24,7 +25,6 @@ from typing import Any
 
 from ..errors import ProblemError, UsageError
 from ..process import cleanup
-from ..pysource import parse as parse_source
 from .problemspec import (
     Problem,
     Tolerance,
@@ -34,6 +34,7 @@ from .problemspec import (
     isolated_import_path,
     to_device,
 )
+from .pysource import parse as parse_source
 from .snapshot import is_snapshot, read_regular, refuse_check_folder, release_with, snapshot
 
 __all__ = [
@@ -97,6 +98,7 @@ def load_native(path: Path) -> Problem:
         min_kernel_share=_share(file, getattr(module, "MIN_KERNEL_SHARE", None)),
         signal_exempt=_exemption(file, getattr(module, "SIGNAL_EXEMPT", None)),
         calibrate=bool(getattr(module, "CALIBRATE", False)),
+        edge_inputs=getattr(module, "EDGE_INPUTS", None),
     )
 
 

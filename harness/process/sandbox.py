@@ -70,7 +70,7 @@ except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``)
 
 MODES = ("userns", "pidns", "none")
 ALL_WALLS = ("net", "dev", "ro")  # the namespace-mode walls the probe can find refused
-ENV_MODE = "CTXKERNEL_ISOLATION"
+ENV_MODE = "CTXKERNEL_ISOLATION"  # declared in harness/envvars.py (not imported here)
 LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the worker
 
 _CLONE_NEWNS = 0x00020000
@@ -203,9 +203,12 @@ def isolation() -> Isolation:
 
 
 def _decide() -> Isolation:
-    wanted = os.environ.get(ENV_MODE, "").strip().lower() or "auto"
-    if wanted not in (*MODES, "auto"):
-        raise SandboxError(f"{ENV_MODE}={wanted!r}: expected one of auto, {', '.join(MODES)}")
+    from .. import envvars  # the parent's side: the launcher imports nothing of the harness
+
+    try:
+        wanted = envvars.CTXKERNEL_ISOLATION.get()
+    except envvars.EnvError as exc:
+        raise SandboxError(str(exc)) from None
     available, errors = probe()
     private = set(_private_tmp_modes)
     kernel = {"landlock": _probed.get("landlock", 0), "seccomp": _probed.get("seccomp", False)}

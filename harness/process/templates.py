@@ -39,10 +39,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from . import cleanup, sandbox
 from .workerenv import fingerprint, scrubbed_env
 
-ENV_WARM = "CTXKERNEL_WARM"
+ENV_WARM = envvars.CTXKERNEL_WARM.name
 PREFIX = "ctxkernel-template-"
 # environment a worker may not get by replacement after the interpreter started
 FRESH_ENV_PREFIXES = ("PYTHON", "LD_", "MALLOC", "OMP_", "MKL_", "KMP_", "GOMP_")
@@ -57,7 +58,7 @@ class TemplateError(RuntimeError):
 
 
 def warm_allowed() -> bool:
-    return os.environ.get(ENV_WARM, "1").strip().lower() not in ("0", "no", "off", "false")
+    return envvars.CTXKERNEL_WARM.get()
 
 
 def needs_fresh_interpreter(env_extra: dict[str, str]) -> bool:

@@ -68,12 +68,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from ..errors import UsageError
 from ..paths import check_server_dir
 from ..process.workerenv import harness_root
 
-ENV_SWITCH = "CTXKERNEL_CHECK_SERVER"
-ENV_IDLE = "CTXKERNEL_CHECK_SERVER_IDLE"
+ENV_SWITCH = envvars.CTXKERNEL_CHECK_SERVER.name
+ENV_IDLE = envvars.CTXKERNEL_CHECK_SERVER_IDLE.name
 START_TIMEOUT_S = 20.0  # the server binds its socket before its heavy imports
 MAX_REQUEST = 1 << 20  # a request's bytes (options, cwd, environment)
 MAX_FRAME = 1 << 28  # a frame the client accepts (a verdict's JSON is ~100 KB)
@@ -111,13 +112,9 @@ class UnsafeDir(RuntimeError):
 
 def enabled(env: dict[str, str] | None = None) -> bool:
     """Whether a one-shot check may go through a server (the options decide the rest)."""
-    env = dict(os.environ) if env is None else env
-    off = ("0", "no", "off", "false")
-    if env.get(ENV_SWITCH, "1").strip().lower() in off:
+    if not (envvars.CTXKERNEL_CHECK_SERVER.get(env) and envvars.CTXKERNEL_WARM.get(env)):
         return False
-    if env.get("CTXKERNEL_WARM", "1").strip().lower() in off:
-        return False
-    return env.get("CTXKERNEL_WORKER") != "1"  # never from inside a worker
+    return not envvars.CTXKERNEL_WORKER.get(env)  # never from inside a worker
 
 
 def code_files() -> list[tuple[str, int, int]]:

@@ -40,10 +40,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import envvars
 from ..errors import UsageError
 from ..process.workerenv import harness_root
 from .client import (
-    ENV_IDLE,
     MAX_REQUEST,
     PROTOCOL,
     Annotate,
@@ -61,7 +61,7 @@ from .client import (
     write_token,
 )
 
-DEFAULT_IDLE_S = 600.0
+DEFAULT_IDLE_S = envvars.CTXKERNEL_CHECK_SERVER_IDLE.default
 LOOK_S = 5.0  # how often an idle server looks at its code and its socket (~177 stats)
 # the check: a click callback's values and the annotate hook -> the exit code
 RunCheck = Callable[[dict[str, Any], Annotate | None], int]
@@ -515,12 +515,7 @@ def _drop_foreign_modules(before: set[str]) -> None:
 
 
 def idle_setting() -> float:
-    raw = os.environ.get(ENV_IDLE, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_IDLE_S
-    except ValueError:
-        return DEFAULT_IDLE_S
-    return value if value > 0 else DEFAULT_IDLE_S
+    return envvars.CTXKERNEL_CHECK_SERVER_IDLE.get()
 
 
 def serve(path: Path, fp: str, run_check: RunCheck) -> int:

@@ -27,7 +27,8 @@ attaches ``CuteTrace`` here when it is imported (the CuTeDSL backend's ``prepare
 does, before a candidate is), so this module never imports the DSL helper.
 
 The buffer layout is documented in ``include/ck_trace.cuh``; ``buffers.py`` parses it.
-This module imports nothing from the harness and torch only when a buffer is asked for.
+This module imports nothing from the harness but its environment registry (``envvars``),
+and torch only when a buffer is asked for.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ENV = "CTXKERNEL_TRACE"
+from .. import envvars
+
+ENV = envvars.CTXKERNEL_TRACE.name
 MAGIC = 0x436B5472616365  # "CkTrace"
 HEADER_WORDS = 8
 UNIT_WORDS = 8
@@ -56,7 +59,7 @@ _empty: dict[str, Any] = {}
 
 def enabled() -> bool:
     """Whether this process traces (the ``trace`` rung's worker, or a script that set it)."""
-    return os.environ.get(ENV) == "1"
+    return envvars.CTXKERNEL_TRACE.get()
 
 
 def include_dir() -> str:

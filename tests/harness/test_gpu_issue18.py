@@ -1,4 +1,4 @@
-"""The real suites' planted cheats on a CUDA GPU (marked ``gpu``; run on the H200 by ``bench/gpu_suites.py``).
+"""The real suites' planted cheats on a CUDA GPU (marked ``gpu``; run on the H200 by ``bench/gpu/gpu_suites.py``).
 
 The planted cheats of the real suites under ``cheats/`` and their honest counterparts, compiled
 (not interpreted): on a GPU the library share is measured from the profiler's kernel

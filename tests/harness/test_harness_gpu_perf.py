@@ -1,4 +1,4 @@
-"""The performance rungs on a CUDA GPU (marked ``gpu`` and ``slow``; ``bench/gpu_validate.sh`` runs the
+"""The performance rungs on a CUDA GPU (marked ``gpu`` and ``slow``; ``bench/gpu/gpu_validate.sh`` runs the
 full acceptance list with the numbers): the benchmark and roofline rungs on a vector add,
 and a kernel hidden on a side stream timed with its real cost.
 """

@@ -13,7 +13,7 @@ import click
 
 from harness.cli import CheckCommand, check_options, execute_check
 from harness.options import RunOptions
-from harness.optionspec import cli_names, declared, default_of, values_from_cli
+from harness.optionspec import cli_names, declared, from_cli, values_from_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -38,26 +38,27 @@ def test_every_command_line_default_is_the_dataclass_default() -> None:
     for command in (_harness_check(), check_cmd):
         params = {p.name: p for p in command.params}
         for cls in (RunOptions, CheckCommand):
-            for item, spec, _ in declared(cls):
-                param = params[spec.dest]
-                if spec.is_flag:  # not given: the field keeps its default (next test)
+            for item in declared(cls):
+                param = params[item.dest]
+                if item.is_flag:  # not given: the field keeps its default (next test)
                     assert param.is_flag, item.name  # type: ignore[attr-defined]
                 else:
-                    assert param.default == default_of(item), (item.name, param.default)
+                    assert param.default == item.default, (item.name, param.default)
     mcp = {p.name: p for p in mcp_cmd.params}
-    for item, spec, _ in declared(RunOptions):
+    for item in declared(RunOptions):
         if item.name in ("device", "backend"):  # check_kernel's options, the same declaration
-            assert mcp[spec.dest].help == spec.help and mcp[spec.dest].default == default_of(item)
+            assert mcp[item.dest].help == item.spec.help
+            assert mcp[item.dest].default == item.default
 
 
 def test_flags_read_back_into_run_options() -> None:
     command = _harness_check()
     plain = _parse(command, ["p", "c.py"])
-    assert RunOptions(**values_from_cli(RunOptions, plain)) == RunOptions()
+    assert from_cli(RunOptions, plain) == RunOptions()
     args = ["p", "c.py", "--seeds", "5", "--timeout", "2.5", "--no-record", "--graph",
             "--l2", "hot", "--bench", "--dump", "out", "--backend", "tilelang"]  # fmt: skip
     values = _parse(command, args)
-    options = RunOptions(**values_from_cli(RunOptions, values))
+    options = from_cli(RunOptions, values)
     assert options == dataclasses.replace(
         RunOptions(), trials=5, timeout_s=2.5, record=False, bench_mode="graph",
         bench_l2="hot", bench=True, dump_dir=Path("out"), backend="tilelang",
@@ -66,7 +67,8 @@ def test_flags_read_back_into_run_options() -> None:
         "as_json": False, "feedback": False, "shapes": (), "runner": None, "jobs": None,
         "resume": None, "server": True,
     }  # fmt: skip
-    assert cli_names(RunOptions) >= {"seeds", "timeout", "no_record", "graph", "dump"}
+    # the click parameters are named after the fields, whatever their flags say
+    assert cli_names(RunOptions) >= {"trials", "timeout_s", "record", "bench_mode", "dump_dir"}
 
 
 def test_execute_check_takes_the_command_and_the_run_options() -> None:

@@ -534,7 +534,13 @@ def test_cli_perf_flags(tmp_path: Path) -> None:
     from harness.runner import RunOptions
 
     # the flags as click hands them over, back into RunOptions fields (--graph is a mode)
-    values = {"bench": True, "graph": True, "dump": tmp_path, "target": "sm_90", "profile": False}
+    values = {
+        "bench": True,
+        "bench_mode": True,
+        "dump_dir": tmp_path,
+        "target": "sm_90",
+        "profile": False,
+    }
     assert values_from_cli(RunOptions, values) == {
         "bench": True,
         "bench_mode": "graph",
@@ -792,7 +798,7 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
 
 
 def test_ncu_log_recorded_on_an_h200_parses() -> None:
-    """Regression: the log ``bench/gpu_validate.sh`` recorded (2026-11-30, H200, ncu
+    """Regression: the log ``bench/gpu/gpu_validate.sh`` recorded (2026-11-30, H200, ncu
     2025.3.1) -- a clock warning first, NVTX columns, thousands separators."""
     text = (FIXTURES / "ncu" / "h200_vector_add_raw.csv").read_text()
     profiles = ncu.parse_raw_csv(text)

@@ -3,7 +3,7 @@ derived globals, GPU MODE data (CUDA-only inputs on a CPU, the output tensors in
 data), the library rules, output freshness and the compile clock.
 
 The planted cheats and honest counterparts that go through the whole ladder are in
-``cheats/`` (``test_harness_cheats.py``); the H200 side is ``bench/gpu_suites.py``.
+``cheats/`` (``test_harness_cheats.py``); the H200 side is ``bench/gpu/gpu_suites.py``.
 """
 
 from __future__ import annotations

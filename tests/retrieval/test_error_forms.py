@@ -1,7 +1,7 @@
 """A pasted error finds its raise site in every form people paste it: bare, with runtime
 values, inside a whole traceback, behind MLIR / nvcc / ptxas locations with notes, wrapped
 by a terminal, cut off, or inside the asker's own sentence. The forms are the renderers of
-``bench/error_forms.py`` (one set of renderers for the test and the benchmark), drawn by
+``bench/retrieval/error_forms.py`` (one set of renderers for the test and the benchmark), drawn by
 hypothesis over a small corpus the test writes and indexes."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("error_forms", REPO / "bench" / "error_forms.py")
+    spec = importlib.util.spec_from_file_location(
+        "error_forms", REPO / "bench" / "retrieval" / "error_forms.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

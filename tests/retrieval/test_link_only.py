@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxkernel import links
+from ctxkernel.links.table import table
 from ctxkernel.workspace import Workspace
 
 from .conftest import CliResult, Repo
@@ -234,7 +234,7 @@ def test_reindexing_a_changed_link_only_file_updates_its_links(
     ws.update("cutlass")
     assert ARCH not in _link_paths(ws, "griddepcontrol")
     cache = ws.store.synced_cache("cutlass")
-    db = links.table(cache)
+    db = table(cache)
     ids = {row[0] for row in db.execute("SELECT chunk_id FROM links")}
     db.close()
     assert ids  # the example's other links remain

@@ -11,7 +11,11 @@ from pathlib import Path
 import git
 import pytest
 
-from ctxkernel import links
+from ctxkernel import indexer
+from ctxkernel.links import make
+from ctxkernel.links.mentions import _anchor_key, extract
+from ctxkernel.links.resolve import Vocabulary, for_concepts
+from ctxkernel.links.table import LINKS_FILE, build, rows, table
 from ctxkernel.tools import ToolError, ToolSet
 from ctxkernel.workspace import Workspace
 
@@ -256,7 +260,7 @@ def test_reindexing_a_changed_wrapper_updates_its_link(
     assert WRAPPER in _paths(ws, "tcgen05.mma")
     # and no link names a chunk the index no longer has
     cache = ws.store.synced_cache("cutlass")
-    db = links.table(cache)
+    db = table(cache)
     ids = {row[0] for row in db.execute("SELECT chunk_id FROM links")}
     db.close()
     assert ids and ids <= cache.all_ids()
@@ -284,8 +288,8 @@ def tile_step(acc, a_desc, b_desc):
 def _table(ws: Workspace) -> tuple[int, list[tuple[object, ...]], str]:
     """(inode, rows in order, generation) of the cutlass link table."""
     cache = ws.store.synced_cache("cutlass")
-    artifact = cache.directory / links.LINKS_FILE
-    db = links.table(cache)
+    artifact = cache.directory / LINKS_FILE
+    db = table(cache)
     rows = db.execute("SELECT * FROM links").fetchall()
     generation = db.execute("SELECT value FROM info WHERE key='generation'").fetchone()[0]
     db.close()
@@ -312,7 +316,7 @@ def test_a_change_no_link_is_made_from_keeps_the_table(linked: tuple[Workspace, 
         assert now_generation != generation, step  # the index moved on
         assert (now_inode, now_rows) == (inode, rows), step  # the table did not need to
         generation = now_generation
-    links.build(ws.store.synced_cache("cutlass"))  # what a full build finds
+    build(ws.store.synced_cache("cutlass"))  # what a full build finds
     assert _table(ws)[1] == rows
 
 
@@ -357,9 +361,9 @@ def dense_step(acc, a, b):
 def _canonical(ws: Workspace) -> tuple[object, ...]:
     """The link artifact's rows: each chunk's links in their order, names and calls as sets."""
     cache = ws.store.synced_cache("cutlass")
-    db = links.table(cache)
+    db = table(cache)
     try:
-        return links.rows(db)
+        return rows(db)
     finally:
         db.close()
 
@@ -390,7 +394,7 @@ def test_changed_files_links_are_applied_as_a_full_build_finds_them(
         assert report.links == expected, label
         applied = _canonical(ws)
         wgmma[label] = _paths(ws, "wgmma.mma_async")
-        links.build(ws.store.synced_cache("cutlass"))
+        build(ws.store.synced_cache("cutlass"))
         assert _canonical(ws) == applied, label
     assert "examples/hopper/tile.py" in wgmma["a new caller"]
     assert "examples/hopper/dense.py" in wgmma["an example of it"]  # through the helper
@@ -429,8 +433,8 @@ def test_a_new_wrapper_links_the_code_that_already_called_it(
     linked again with the changed one, and the table is what a full build finds."""
     ws, code = linked
     # a file calls a name in two chunks (its import, its use): two files are too common
-    monkeypatch.setattr(links, "USER_NAME_CAP", 3)
-    links.build(ws.store.synced_cache("cutlass"))
+    monkeypatch.setattr(make, "USER_NAME_CAP", 3)
+    build(ws.store.synced_cache("cutlass"))
     steps: list[tuple[str, Callable[[], None], str]] = [
         # nothing links it yet: the table stays
         ("a call of an unknown name", lambda: code.write("examples/hopper/fence.py", FENCE_CALLER_PY), "kept"),
@@ -445,7 +449,7 @@ def test_a_new_wrapper_links_the_code_that_already_called_it(
         assert ws.update("cutlass").links == expected, label
         applied = _canonical(ws)
         found[label] = _paths(ws, "wgmma.mma_async")
-        links.build(ws.store.synced_cache("cutlass"))
+        build(ws.store.synced_cache("cutlass"))
         assert _canonical(ws) == applied, label
     assert "examples/hopper/fence.py" not in found["a call of an unknown name"]
     assert "examples/hopper/fence.py" in found["its wrapper"]  # the old file, linked now
@@ -467,7 +471,7 @@ def test_a_run_stopped_before_its_links_leaves_none_stale(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
-        patch.setattr(links, "refresh", killed)
+        patch.setattr(indexer, "refresh_links", killed)
         ws.update("cutlass")
     fresh = Workspace()
     report = fresh.update("cutlass")
@@ -483,17 +487,17 @@ def test_links_artifact_rebuilds_when_older_than_the_index(
 ) -> None:
     ws, _ = linked
     cache = ws.store.synced_cache("cutlass")
-    artifact = cache.directory / links.LINKS_FILE
+    artifact = cache.directory / LINKS_FILE
     artifact.unlink()
     assert WRAPPER in _paths(ws, "wgmma.mma_async")  # built again on first use
     assert artifact.exists()
 
 
 def _paths(ws: Workspace, topic: str) -> set[str]:
-    vocab = links.Vocabulary.of(ws.store)
+    vocab = Vocabulary.of(ws.store)
     concept = vocab.concept_of(topic)
     assert concept is not None
-    return {lk.chunk.path for lk in links.for_concepts(ws.store, [concept], vocab=vocab)}
+    return {lk.chunk.path for lk in for_concepts(ws.store, [concept], vocab=vocab)}
 
 
 def test_arch_filter_drops_what_the_target_cannot_run(
@@ -570,7 +574,7 @@ def test_related_works_without_the_ptx_corpus_as_on_the_demo_index(
 
 
 def test_anchor_and_nvvm_names_resolve_to_their_section() -> None:
-    vocab = links.Vocabulary(
+    vocab = Vocabulary(
         {
             "wgmma": "wgmma",
             "wgmma_mma_async": "wgmma.mma_async",
@@ -579,7 +583,7 @@ def test_anchor_and_nvvm_names_resolve_to_their_section() -> None:
             "elect_sync": "elect.sync",
         }
     )
-    assert links._anchor_key("asynchronous-warpgroup-level-matrix-instructions-wgmma-mma") == (
+    assert _anchor_key("asynchronous-warpgroup-level-matrix-instructions-wgmma-mma") == (
         "wgmma_mma"
     )
     assert vocab.resolve("wgmma_mma") == "wgmma_mma_async"  # an anchor cut short
@@ -595,5 +599,5 @@ def test_anchor_and_nvvm_names_resolve_to_their_section() -> None:
     )
     from ctxkernel.corpus import Chunk
 
-    found = links.extract(Chunk("c", "include/x.hpp", 1, 3, chunk, language="cpp"))
+    found = extract(Chunk("c", "include/x.hpp", 1, 3, chunk, language="cpp"))
     assert [m.key for m in found] == ["cp_async_bulk_tensor_2d_shared_cluster_global_l2_cache_hint"]

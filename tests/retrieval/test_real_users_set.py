@@ -21,7 +21,7 @@ QUERIES = REPO / "bench" / "queries"
 
 def _load_builder() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "build_real_users", REPO / "bench" / "build_real_users.py"
+        "build_real_users", REPO / "bench" / "retrieval" / "build_real_users.py"
     )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -205,7 +205,9 @@ def test_committed_halves_parse_and_come_from_the_sources() -> None:
     seen_ids: set[str] = set()
     for name, text in expected.items():
         path = QUERIES / name
-        assert path.read_text() == text, f"{name} is stale: rerun bench/build_real_users.py"
+        assert path.read_text() == text, (
+            f"{name} is stale: rerun bench/retrieval/build_real_users.py"
+        )
         split = name.removeprefix("real-users-").removesuffix(".jsonl")
         assert load_queries(path)  # what `ctxkernel eval` reads
         for line in text.splitlines():

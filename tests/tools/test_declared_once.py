@@ -17,9 +17,9 @@ from retrieval.conftest import CliResult
 from ctxkernel import Workspace
 from ctxkernel.cli.docs import docs_cmd
 from ctxkernel.cli.retrieval import grep_cmd, related_cmd, search_cmd, show_cmd
-from ctxkernel.paramspec import Declared, declared, from_cli, from_tool, tool_schema
 from ctxkernel.queries import MAX_QUERY_CHARS, QUERIES, DocsQuery, GrepQuery, SearchQuery
 from ctxkernel.tools import ToolSet, builtin_tools
+from harness.optionspec import Declared, declared, from_cli, from_tool, tool_schema
 
 # tool name -> the CLI command built from the same query
 COMMANDS: dict[str, click.Command] = {

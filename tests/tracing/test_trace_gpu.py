@@ -1,6 +1,6 @@
 """The trace rung on a GPU: the traced Triton (Proton) and CUDA C++ (ck_trace) matmul examples.
 
-Run on the device machine (``pytest -m gpu tests/tracing``); ``bench/trace_validate.py``
+Run on the device machine (``pytest -m gpu tests/tracing``); ``bench/gpu/trace_validate.py``
 is the fuller, recorded validation.
 """
 

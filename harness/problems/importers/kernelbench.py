@@ -40,9 +40,9 @@ from typing import Any
 import torch
 
 from ...errors import ProblemError
-from ...pysource import parse as parse_source
 from ..policy import GROUPS, MODULES, canonical_name
 from ..problemspec import Problem, import_file, isolated_import_path, to_device
+from ..pysource import parse as parse_source
 from ..unseen import SizeLinks, UnseenPolicy
 
 INIT_SEED = 42
