@@ -6,6 +6,15 @@ EPS = 1e-6
 SHAPES = [{"m": 1, "n": 1}, {"m": 5, "n": 33}, {"m": 64, "n": 512}, {"m": 33, "n": 1000}]
 BENCH_SHAPES = [{"m": 16384, "n": 4096}, {"m": 4096, "n": 8192}]
 FORBIDDEN = ["rms_norm", "aten::rsqrt", "aten::mean", "aten::pow"]
+# a kernel must take any layout torch can hand it, empty batches and IEEE NaN/Inf, which
+# the reference propagates; an empty row (n=0) has no mean to normalise by
+EDGE_INPUTS = {
+    "padded": True,
+    "strided": True,
+    "broadcast": True,
+    "size0": ["m"],
+    "nonfinite": True,
+}
 
 
 def generate_input(

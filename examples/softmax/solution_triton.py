@@ -1,4 +1,4 @@
-"""Honest Triton row softmax: one program per row, the row in one block."""
+"""Honest Triton row softmax: one program per row, the row in one block; any strides."""
 
 import torch
 import triton
@@ -6,11 +6,11 @@ import triton.language as tl
 
 
 @triton.jit
-def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK: tl.constexpr):
+def softmax_kernel(x_ptr, out_ptr, n_cols, stride_xm, stride_xn, stride_out, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=-float("inf"))
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"))
     x = x - tl.max(x, axis=0)
     num = tl.exp(x)
     den = tl.sum(num, axis=0)
@@ -22,5 +22,6 @@ def custom_kernel(inputs):
     m, n = x.shape
     out = torch.empty_like(x)
     BLOCK = triton.next_power_of_2(n)
-    softmax_kernel[(m,)](x, out, n, x.stride(0), out.stride(0), BLOCK=BLOCK)
+    # out is contiguous (empty_like of a view that is not dense is), x may be any view
+    softmax_kernel[(m,)](x, out, n, x.stride(0), x.stride(1), out.stride(0), BLOCK=BLOCK)
     return out

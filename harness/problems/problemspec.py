@@ -140,6 +140,8 @@ class Problem:
     shape_note: Callable[[str], str] | None = None  # what the verdict says about those shapes
     # CALIBRATE: tolerances measured from the reference against float64 (calibrate.py)
     calibrate: bool = False
+    # EDGE_INPUTS: which edge-input classes run (rungs/edges.py; EDGE_CLASSES), off unless named
+    edge_inputs: Any = None
 
     def shapes_for(self, device: str) -> list[dict[str, Any]]:
         """The shapes a check uses by default on ``device``."""
@@ -313,6 +315,43 @@ def _stress(setting: str, value: Any) -> str | None:
     return None
 
 
+# edge inputs (rungs/edges.py), each off unless the problem names it: views that are not
+# contiguous (rows of a wider tensor; a step on every dimension; a dimension of stride 0),
+# a dimension of size 0, NaN and +-Inf in the float inputs
+EDGE_CLASSES = ("padded", "strided", "broadcast", "size0", "nonfinite")
+
+
+def _edge(setting: str, value: Any) -> str | None:
+    """``EDGE_INPUTS``: True/False, a list of classes, or a dict of class -> True/False or
+    a list narrowing it: input numbers for the view classes and ``nonfinite``, dimension
+    names for ``size0``."""
+    classes = ", ".join(EDGE_CLASSES)
+    if value is None or isinstance(value, bool):
+        return None
+    names = list(value) if isinstance(value, (list, tuple, set, frozenset, dict)) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        return (
+            f"{setting}: expected True, False, a list of classes or a dict like "
+            f'{{"strided": True, "size0": ["m"]}} (classes: {classes}); {_got(value)}'
+        )
+    unknown = [n for n in names if n not in EDGE_CLASSES]
+    if unknown:
+        return f"{setting}: unknown class {unknown[0]!r} (classes: {classes})"
+    for name, narrowed in value.items() if isinstance(value, dict) else ():
+        if isinstance(narrowed, bool):
+            continue
+        if name == "size0":
+            if isinstance(narrowed, (list, tuple)) and all(isinstance(d, str) for d in narrowed):
+                continue
+            return f'{setting}[{name!r}]: expected True, False or a list of dimension names like ["m"]; {_got(narrowed)}'
+        if isinstance(narrowed, (list, tuple)) and all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in narrowed
+        ):
+            continue
+        return f"{setting}[{name!r}]: expected True, False or a list of input numbers like [0]; {_got(narrowed)}"
+    return None
+
+
 def _flag(setting: str, value: Any) -> str | None:
     if isinstance(value, bool):
         return None
@@ -337,6 +376,7 @@ _SETTINGS: dict[str, Callable[[str, Any], str | None]] = {
     "STRESS": _stress,
     "SIGNAL_EXEMPT": _reason,
     "CALIBRATE": _flag,
+    "EDGE_INPUTS": _edge,
 }
 
 

@@ -19,9 +19,13 @@ sizes), one trial of rescaled, shifted inputs with the absolute tolerance scaled
 match, and one of mixed-scale inputs (scales far apart inside one tensor) with each
 element's tolerance widened by how far the reference moves there. A failure there says
 "an unseen shape", "rescaled inputs" or "mixed-scale inputs", not which shape; the verdict
-lists the unseen shapes (``seeds``) once the check is over. Each of these calls has a
-time budget scaled from what the public calls took here (``Inputs.budget``, measured
-around every public call), and a timeout says how long those took.
+lists the unseen shapes (``seeds``) once the check is over. Last, the edge-input trials
+the problem asks for (``EDGE_INPUTS``, ``rungs/edges.py``: padded, strided or broadcast
+views, a size-0 dimension, NaN and Inf), a failure naming the class, what was done to
+which input, the (public) shape and the seed, and how a kernel gets it right. Each of
+these calls has a time budget scaled from what the public calls took here
+(``Inputs.budget``, measured around every public call), and a timeout says how long
+those took.
 
 Where the signal check (``harness/problems/signalcheck.py``) found a trivial answer passing the
 problem's tolerance on a shape, that shape is judged relative to the output's scale
@@ -42,9 +46,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..metrics import Comparison, combine
+from ..problems.problemspec import EDGE_CLASSES
 from ..verdict import RungResult
 from .checks import OutputLeaf
 from .common import Judged, call_failure, check_output
+from .edges import HINTS, edge_trials
 from .inputs import TrialInputs, flatten, shape_label
 from .results import FirstCall
 
@@ -188,6 +194,13 @@ class CorrectnessRung:
             if failed_result is not None:
                 return failed_result
             extra += 1
+        edges = []
+        for edge in edge_trials(ctx.inputs):
+            failed_result = self.unseen_trial(ctx, edge, comparisons)
+            if failed_result is not None:
+                return failed_result
+            edges.append(edge.kind)
+            extra += 1
         metrics = combine(comparisons)
         summary: dict[str, Any] = {
             k: metrics[k] for k in ("max_abs", "max_rel", "rmse", "psnr", "cossim") if k in metrics
@@ -196,6 +209,8 @@ class CorrectnessRung:
         summary["checks"] = len(ctx.inputs.shapes) * trials + extra
         if extra:
             summary["unseen"] = extra
+        if edges:
+            summary["edge"] = len(edges)
         notes = []
         shapes = ctx.problem.shape_note(ctx.device) if ctx.problem.shape_note else ""
         if shapes and not ctx.options.shapes:
@@ -223,6 +238,8 @@ class CorrectnessRung:
         cost = ctx.inputs.cost_summary()
         if cost:
             said["cost"] = cost
+        if edges:
+            said["edge_inputs"] = edges
         return RungResult.passed(self, summary, "; ".join(notes), said)
 
     def unseen_trial(
@@ -230,7 +247,14 @@ class CorrectnessRung:
     ) -> RungResult | None:
         """One call on a shape or inputs the candidate never saw; a failed result or None."""
         explain = ctx.findings.explain
-        what = _WHAT[inputs.kind]
+        edge = inputs.kind in EDGE_CLASSES
+        # an edge trial is of a public shape: its label names the shape and the seed, as a
+        # public trial's failure does, and the hint says how a kernel gets it right
+        what = inputs.label if edge else _WHAT[inputs.kind]
+        hint = f"; {HINTS[inputs.kind]}" if edge else ""
+        where: dict[str, Any] = {"where": inputs.label}
+        if edge:
+            where.update({"edge": inputs.kind, "seeds": [inputs.seed]})
         budget, spent = ctx.inputs.budget(inputs)
         record = ctx.workers.call(inputs, timeout_s=budget)
         failure = call_failure(ctx, record)
@@ -238,13 +262,16 @@ class CorrectnessRung:
             reason = failure[0]
             if spent and record.gone is not None and "timed out" in record.gone.reason:
                 reason = f"{reason}; {spent}"
-            return RungResult.fail(self, f"on {what}: {reason}", combine(comparisons), failure[1])
+            details = {**failure[1], **where} if edge else failure[1]
+            return RungResult.fail(
+                self, f"on {what}: {reason}{hint}", combine(comparisons), details
+            )
         reference = ctx.inputs.reference(record.inputs)
         problems = ctx.checks.structure_problems(record.outputs[0], reference)
         problems += ctx.checks.late_changes(record)
         if problems:
-            reason = explain(f"wrong on {what}: {problems[0]}")
-            return RungResult.fail(self, reason, combine(comparisons), {"where": inputs.label})
+            reason = explain(f"wrong on {what}: {problems[0]}{hint}")
+            return RungResult.fail(self, reason, combine(comparisons), where)
         scale = ctx.inputs.stress_ratio(inputs, reference) if inputs.kind == "stress" else 1.0
         slack = None
         if inputs.kind == "mixed":
@@ -257,14 +284,14 @@ class CorrectnessRung:
         comparisons.extend(found)
         if passed:
             return None
-        details: dict[str, Any] = {"where": inputs.label}
+        details = dict(where)
         if bad is not None:
             details["worst"] = bad.worst
             details["tolerance"] = bad.tolerance.as_dict()
         metrics = bad.metrics() if bad is not None else combine(comparisons)
         metrics["tol_spent"] = _spent(comparisons)
         return RungResult.fail(
-            self, explain(f"wrong on {what}: {reason}"), _short(metrics), details
+            self, explain(f"wrong on {what}: {reason}{hint}"), _short(metrics), details
         )
 
 

@@ -31,6 +31,7 @@ did not sample. Each element's tolerance grows by how far the reference moves th
 the inputs move by ``rtol`` (``mixed_slack``). They run by default where every op the
 reference computes is a known one (``MIXED_OPS``) and the problem has no check of its
 own; ``STRESS = {"rows": True}`` asks for them, ``{"rows": False}`` switches one off.
+The edge-input trials a problem asks for (``EDGE_INPUTS``) are made in ``edges.py``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ..problems.calibrate import Calibrator
 from ..problems.library import op_stem, record_reference
 from ..problems.precision import reference_precision
 from ..problems.problem import Problem
-from ..problems.problemspec import STRESS_CLASSES, Tolerance
+from ..problems.problemspec import EDGE_CLASSES, STRESS_CLASSES, Tolerance
 from ..problems.signalcheck import Finding, declared_exemption, probe, refusal, relative
 from ..problems.unseen import shape_size, size_links
 
@@ -122,11 +123,14 @@ class TrialInputs:
     pristine: Any  # on the target device, never handed to anyone
     leaves: list[torch.Tensor]  # pristine tensor leaves, in order
     # "public" | "unseen" (a derived shape) | "stress" (rescaled inputs) | "mixed" (scales
-    # far apart inside one tensor)
+    # far apart inside one tensor) | an edge-input class (``EDGE_CLASSES``, ``edges.py``)
     kind: str = "public"
+    detail: str = ""  # an edge trial's: what was done to which input
 
     @property
     def label(self) -> str:
+        if self.kind in EDGE_CLASSES:
+            return f"{self.detail}; shape {shape_label(self.shape)}, seed {self.seed}"
         if self.kind == "unseen":
             return "an unseen shape"
         if self.kind == "stress":
@@ -288,8 +292,9 @@ class Inputs:
     ) -> tuple[Tolerance, Finding] | None:
         """The relative criterion (and why) for output tensor ``output`` of this call,
         when a trivial answer passes ``tolerance`` there; None when it does not (or the
-        problem is exempt, or the inputs are the mixed-scale ones, judged per element)."""
-        if self.exempt or inputs.kind == "mixed":
+        problem is exempt, or the inputs are the mixed-scale ones, judged per element, or
+        an edge trial's empty or non-finite ones, where no trivial answer means anything)."""
+        if self.exempt or inputs.kind in ("mixed", "size0", "nonfinite"):
             return None
         index = inputs.shape_index
         if (

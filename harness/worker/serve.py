@@ -93,6 +93,33 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
+def _place(src: torch.Tensor, stride: tuple[int, ...], device: str) -> torch.Tensor:
+    """``src``'s values in a tensor of ``stride`` on ``device``. A layout that is not
+    dense (the edge inputs' padded rows, a step, a dimension of stride 0) is cut from a
+    buffer at least as long as the tensor, every element outside it NaN (or 77), so a
+    kernel that indexes as if the input were contiguous reads those, not a neighbour's
+    value; of a stride-0 dimension one slice is written (the parent's values repeat)."""
+    shape = tuple(src.shape)
+    layout = torch.empty_strided(shape, stride, dtype=src.dtype, device="meta")
+    if src.numel() == 0 or _dense(layout):
+        dest = torch.empty_strided(shape, stride, dtype=src.dtype, device=device)
+        dest.copy_(src)
+        return dest
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+    flat = torch.empty(max(extent, src.numel()), dtype=src.dtype, device=device)
+    if flat.is_floating_point() or flat.is_complex():
+        flat.fill_(float("nan"))
+    else:
+        flat.fill_(True if flat.dtype == torch.bool else 77)
+    dest = flat.as_strided(shape, stride)
+    target, values = dest, src
+    for dim, (size, step) in enumerate(zip(shape, stride, strict=True)):
+        if step == 0 and size > 1:
+            target, values = target.narrow(dim, 0, 1), values.narrow(dim, 0, 1)
+    target.copy_(values)
+    return dest
+
+
 def _span(t: torch.Tensor) -> tuple[int, int]:
     if t.numel() == 0:
         return (t.data_ptr(), t.data_ptr())
@@ -350,12 +377,10 @@ class Worker:
             src = tensors[int(meta["t"])]
             stride = meta.get("stride")
             if stride is not None and len(stride) == src.dim():
-                dest = torch.empty_strided(
-                    tuple(src.shape), tuple(stride), dtype=src.dtype, device=self.device
-                )
+                dest = _place(src, tuple(int(s) for s in stride), self.device)
             else:
                 dest = torch.empty(tuple(src.shape), dtype=src.dtype, device=self.device)
-            dest.copy_(src)
+                dest.copy_(src)
             placed.append(dest)
         inputs = channel.unpack_tree(req["inputs"], placed)
         self.last_inputs = inputs

@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 RUNGS = REPO / "harness" / "rungs"
 RUNG_MODULES = {p.stem for p in RUNGS.glob("*.py")} - {
-    "__init__", "ladder", "context", "inputs", "workers", "checks", "common", "results"
+    "__init__", "ladder", "context", "inputs", "edges", "workers", "checks", "common",
+    "results",
 }  # fmt: skip
 
 
