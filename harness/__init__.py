@@ -9,8 +9,10 @@ feedback). What a kernel language is (Triton, CuTeDSL, TileLang, CUDA C++, PyTor
 ``Backend`` in ``harness/backends``, whose registry every backend choice reads.
 
 This package never imports the retrieval stack (chromadb, sentence-transformers) nor
-``ctxkernel``: it must run on a bare GPU machine. The public API is imported lazily so
-``import harness`` (done by the worker process too) stays cheap.
+``ctxkernel``: it must run on a bare GPU machine. The public API -- the names below and
+the top-level modules (``errors``, ``options``, ``optionspec``, ``envvars``, ``paths``,
+``redact``, ``verdict``...) -- is what the agent uses; the rooms behind it may move. It is
+imported lazily so ``import harness`` (done by the worker process too) stays cheap.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .backends import DEFAULT_BACKEND, backend_names, get_backend
     from .errors import HarnessError, UsageError
+    from .perf.ceilings import latest_cached as latest_ceilings
     from .problems.candidate import Candidate, load_candidate
-    from .problems.problem import Problem, Tolerance, load_problem
+    from .problems.problem import Problem, Tolerance, detect_format, load_problem
+    from .problems.unseen import new_secret, unseen_shapes
     from .runner import LocalRunner, Runner, RunOptions, check
+    from .runners import BatchRunner, RunnerError, get_runner, run_many
+    from .tracing.primer import trace_primer, traceable
     from .verdict import PerformanceSummary, RungResult, Verdict
 
 __all__ = [
+    "DEFAULT_BACKEND",
+    "BatchRunner",
     "Candidate",
     "HarnessError",
     "LocalRunner",
@@ -33,15 +42,26 @@ __all__ = [
     "RunOptions",
     "RungResult",
     "Runner",
+    "RunnerError",
     "Tolerance",
     "UsageError",
     "Verdict",
+    "backend_names",
     "check",
+    "detect_format",
+    "get_backend",
+    "get_runner",
+    "latest_ceilings",
     "load_candidate",
     "load_problem",
+    "new_secret",
+    "run_many",
+    "trace_primer",
+    "traceable",
+    "unseen_shapes",
 ]
 
-_EXPORTS = {
+_EXPORTS = {  # name -> module (":attribute" where the module calls it otherwise)
     "Candidate": "problems.candidate",
     "load_candidate": "problems.candidate",
     "HarnessError": "errors",
@@ -49,10 +69,23 @@ _EXPORTS = {
     "Problem": "problems.problem",
     "Tolerance": "problems.problem",
     "load_problem": "problems.problem",
+    "detect_format": "problems.problem",
+    "new_secret": "problems.unseen",
+    "unseen_shapes": "problems.unseen",
     "LocalRunner": "runner",
     "RunOptions": "runner",
     "Runner": "runner",
     "check": "runner",
+    "BatchRunner": "runners",
+    "RunnerError": "runners",
+    "get_runner": "runners",
+    "run_many": "runners",
+    "DEFAULT_BACKEND": "backends",
+    "backend_names": "backends",
+    "get_backend": "backends",
+    "latest_ceilings": "perf.ceilings:latest_cached",
+    "trace_primer": "tracing.primer",
+    "traceable": "tracing.primer",
     "PerformanceSummary": "verdict",
     "RungResult": "verdict",
     "Verdict": "verdict",
@@ -65,5 +98,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'harness' has no attribute {name!r}")
     import importlib
 
+    module_name, _, attribute = module_name.partition(":")
     module = importlib.import_module(f".{module_name}", __name__)
-    return getattr(module, name)
+    return getattr(module, attribute or name)

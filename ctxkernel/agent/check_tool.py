@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..tools.base import Tool, ToolError
 
 if TYPE_CHECKING:
-    from harness.runner import RunOptions
-    from harness.runners import BatchRunner
+    from harness import BatchRunner, RunOptions
 
     from .runs import RunRecord
 
@@ -229,10 +228,8 @@ def evaluate(
     threads. Candidates that ask for a dump or a profile are checked with their own
     options (their own dump directory); the rest go as one batch.
     """
+    from harness import load_candidate, load_problem, run_many
     from harness.errors import HarnessError
-    from harness.problems.candidate import load_candidate
-    from harness.problems.problem import load_problem
-    from harness.runners import run_many
 
     started = time.monotonic()
     if not candidates:
@@ -351,7 +348,7 @@ class CheckSession:
         self._lock = threading.Lock()
 
     def _record_for(self, problem: str) -> RunRecord:
-        from harness.problems.problem import load_problem
+        from harness import load_problem
 
         from .runs import RunRecord
 

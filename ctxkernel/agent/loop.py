@@ -112,7 +112,7 @@ class Agent:
     ) -> None:
         import threading
 
-        from harness.runner import RunOptions
+        from harness import RunOptions
 
         self.config = config
         self.record = record
@@ -235,7 +235,7 @@ class Agent:
                     "model": self.config.model, "device": self.state.device,
                     "max_iters": self.config.max_iters,
                     "resumed": self.state.calls > 0 or self.state.rounds > 0})  # fmt: skip
-        from harness.runners import RunnerError
+        from harness import RunnerError
 
         stop: tuple[str, str] | None = None
         try:
@@ -571,7 +571,7 @@ class Agent:
         ``--runner``, else ``local`` for one sample a round and the ``pool`` (a slot per
         GPU, or one per sample on a CPU) for several."""
         if self._runner is None:
-            from harness.runners import get_runner
+            from harness import get_runner
 
             k = max(1, self.config.samples)
             spec = self.config.runner or ("pool" if k > 1 else "local")

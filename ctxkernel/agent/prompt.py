@@ -24,7 +24,7 @@ SOURCE_LIMIT = 12_000  # characters of the reference file shown
 def backend_primer(backend: str) -> str:
     """The backend's primer: the text of its ``harness/backends/<module>_primer.md``
     (the plain PyTorch one for a name the registry does not know)."""
-    from harness.backends import DEFAULT_BACKEND, get_backend
+    from harness import DEFAULT_BACKEND, get_backend
 
     try:
         return get_backend(backend).primer()
@@ -57,7 +57,7 @@ class ProblemBrief:
 
 def load_brief(problem_path: str | Path) -> ProblemBrief:
     """Load a problem with the harness and describe it (runs its generator once on CPU)."""
-    from harness.problems.problem import detect_format, load_problem
+    from harness import detect_format, load_problem
 
     problem = load_problem(problem_path)
     _, target = detect_format(problem_path)
@@ -96,7 +96,7 @@ def load_brief(problem_path: str | Path) -> ProblemBrief:
 def _safe(fn: Any, shape: dict[str, Any]) -> float | None:
     try:
         value = fn(shape)
-    except Exception:
+    except Exception:  # the problem's own formula may raise anything: no number then
         return None
     return float(value) if value is not None else None
 
@@ -117,7 +117,7 @@ def _describe_io(problem: Any) -> tuple[list[str], str, dict[str, Any] | None]:
     if dtype is not None:
         try:
             tolerance = problem.tolerance_for(dtype).as_dict()
-        except Exception:
+        except Exception:  # the problem's own code may raise anything: none shown
             tolerance = None
     return described, _tensor(out), tolerance
 
@@ -159,11 +159,11 @@ def device_info(device: str | None, backend: str) -> DeviceInfo:
                 name = torch.cuda.get_device_name(0)
             elif resolved is None:
                 resolved = "cpu"
-        except Exception:
+        except Exception:  # torch or its CUDA failing in any way: no GPU to name
             resolved = resolved or "cpu"
     assert resolved is not None
     if resolved == "cpu":
-        from harness.backends import get_backend
+        from harness import get_backend
 
         try:
             label = get_backend(backend).device_label("cpu")
@@ -183,28 +183,17 @@ def harness_ceilings(device: str, gpu: str = "") -> dict[str, Any]:
     """
     if device == "cpu":
         return {}
-    try:
-        import json
+    from harness import latest_ceilings
 
-        from harness.perf import ceilings
-
-        doc = json.loads(ceilings.cache_file().read_text())
-        entries = [
-            e
-            for e in (doc.get("entries") or {}).values()
-            if isinstance(e, dict) and (not gpu or e.get("gpu") == gpu)
-        ]
-        if not entries:
-            return {}
-        entry = max(entries, key=lambda e: str(e.get("measured_at", "")))
-        out = {"DRAM": f"{float(entry['dram_gbps']):.0f} GB/s"}
-        for precision, tflops in (entry.get("tflops") or {}).items():
-            out[f"dense {precision}"] = f"{float(tflops):.0f} TFLOP/s"
-        if entry.get("l2_bytes"):
-            out["L2"] = f"{int(entry['l2_bytes']) >> 20} MiB"
-        return out
-    except Exception:  # no harness ceilings module or cache yet: the verdicts will say
+    entry = latest_ceilings(gpu)
+    if entry is None:  # none measured on this machine yet: the verdicts will say
         return {}
+    out = {"DRAM": f"{entry.dram_gbps:.0f} GB/s"}
+    for precision, tflops in entry.tflops.items():
+        out[f"dense {precision}"] = f"{float(tflops):.0f} TFLOP/s"
+    if entry.l2_bytes:
+        out["L2"] = f"{entry.l2_bytes >> 20} MiB"
+    return out
 
 
 def _fmt_number(value: float | None) -> str:
@@ -374,7 +363,7 @@ def tracing_section(backend: str, info: DeviceInfo) -> str:
     """How to mark kernel sections for the trace rung; only where it can run (a GPU)."""
     if not info.has_timing:
         return ""
-    from harness.tracing.primer import trace_primer, traceable
+    from harness import trace_primer, traceable
 
     try:
         if not traceable(backend):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .runs import performance_of, write_json
 
 if TYPE_CHECKING:
-    from harness.runner import RunOptions
+    from harness import RunOptions
 
     from .check_tool import CheckOutcome
     from .state import Pending
@@ -130,9 +130,8 @@ class Prover:
         """Check ``path`` (version ``version``) on unseen shapes; where there is timing
         and a ``previous`` best (its meta and path), race the two. ``keep``: a directory
         for the re-check's verdict."""
+        from harness import load_problem, new_secret, unseen_shapes
         from harness.errors import HarnessError
-        from harness.problems.problem import load_problem
-        from harness.problems.unseen import new_secret, unseen_shapes
 
         secret = new_secret()
         try:
@@ -173,7 +172,7 @@ class Prover:
     ) -> dict[str, Any]:
         """Benchmark the version and the previous best interleaved (A B B A), each in a
         fresh worker with new seeds; medians of the candidate's times."""
-        from harness.problems.unseen import new_secret
+        from harness import new_secret
 
         prev_meta, prev_path = previous
         prev = int(prev_meta["version"])

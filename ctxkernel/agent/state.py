@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def _backends() -> list[str]:
-    from harness.backends import backend_names  # the harness's backend registry
+    from harness import backend_names  # the harness's backend registry
 
     return backend_names()
 

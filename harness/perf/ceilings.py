@@ -101,6 +101,26 @@ def load_cached(key: str, path: Path | None = None) -> Ceilings | None:
         return None
 
 
+def latest_cached(gpu: str = "", path: Path | None = None) -> Ceilings | None:
+    """The newest ceilings cached for the GPU model ``gpu`` (any model when empty), without
+    measuring anything; None when none were measured on this machine yet."""
+    try:
+        doc = json.loads((path or cache_file()).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
+        return None
+    found = []
+    for entry in (doc.get("entries") or {}).values():
+        try:
+            ceilings = Ceilings.from_dict(entry)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+        if not gpu or ceilings.gpu == gpu:
+            found.append(ceilings)
+    return max(found, key=lambda c: c.measured_at) if found else None
+
+
 def store(ceilings: Ceilings, path: Path | None = None) -> Path:
     file = path or cache_file()
     file.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +164,7 @@ def device_identity() -> dict[str, Any]:
         try:
             version = nvml.nvml.nvmlSystemGetDriverVersion()
             identity["driver"] = version.decode() if isinstance(version, bytes) else str(version)
-        except Exception:
+        except Exception:  # NVML's errors vary by driver: the key goes without it
             pass
     return identity
 

@@ -242,3 +242,39 @@ def test_the_launcher_imports_nothing_of_the_harness() -> None:
 def test_the_harness_never_imports_the_retrieval_stack() -> None:
     bad = {m: sorted(t & RETRIEVAL) for m, t in third_party_imports().items() if t & RETRIEVAL}
     assert bad == {}
+
+
+def _harness_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """Every ``from harness... import names`` / ``import harness...`` of a file, any depth."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "harness":
+                out.append((node.lineno, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names if a.name.startswith("harness")]
+    return out
+
+
+def test_the_agent_uses_the_harness_through_its_public_api() -> None:
+    """The agent imports what ``harness/__init__`` exports and the harness's top-level
+    modules (errors, options, envvars, paths, redact...); the rooms behind them (worker/,
+    process/, problems/, perf/, server/, rungs/, backends/, runners/, tracing/) are the
+    harness's own business and may move."""
+    import harness
+
+    top_modules = {p.stem for p in HARNESS.glob("*.py")} - {"__init__", "__main__"}
+    exported = set(harness.__all__)
+    bad = []
+    for path in sorted((REPO / "ctxkernel" / "agent").rglob("*.py")):
+        for line, module, names in _harness_imports(path):
+            parts = module.split(".")
+            if parts == ["harness"]:
+                wrong = [n for n in names if n not in exported and n not in top_modules]
+            else:
+                wrong = [] if parts[1] in top_modules and len(parts) == 2 else [module]
+            if wrong:
+                bad.append(f"{path.relative_to(REPO)}:{line}: {', '.join(wrong)}")
+    assert not bad, bad
+    for name in exported:  # every exported name resolves
+        assert getattr(harness, name) is not None, name
