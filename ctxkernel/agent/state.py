@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness import RunOptions
+from harness import RunOptions, envvars
 from harness.optionspec import option
 
 from .client import DEFAULT_MODEL, ModelSettings, Price, thinking_param
@@ -64,7 +64,7 @@ class AgentConfig:
         default=DEFAULT_MODEL,
         metadata=option(
             "--model",
-            envvar="CTXKERNEL_MODEL",
+            envvar=envvars.CTXKERNEL_MODEL.name,
             metavar="ID",
             help="Claude model id (env CTXKERNEL_MODEL).",
         ),

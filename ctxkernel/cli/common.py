@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
+from harness import envvars
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -14,7 +16,7 @@ def index_options(func: F) -> F:
     """--index-dir and --chroma-url: which index a command works on."""
     func = click.option(
         "--chroma-url",
-        envvar="CTXKERNEL_CHROMA_URL",
+        envvar=envvars.CTXKERNEL_CHROMA_URL.name,  # click reads it; declared there
         default=None,
         metavar="URL",
         help="Use a chromadb server (http://HOST:PORT) instead of the local store; env CTXKERNEL_CHROMA_URL.",
