@@ -173,3 +173,36 @@ def test_a_user_site_install_checks_twice_through_the_server(tmp_path: Path) -> 
     env["PYTHONPATH"] = str(REPO)
     verdicts = _two_checks(env, tmp_path)
     assert all(v.startswith("verdict: PASSED") for v in verdicts), verdicts
+
+
+@pytest.mark.parametrize(
+    "how", [{"CTXKERNEL_WARM": "0"}, {"CTXKERNEL_ISOLATION": "none"}], ids=["cold", "none"]
+)
+@pytest.mark.parametrize(
+    "candidate, passes", [("solution_triton.py", True), ("bad/off_by_one.py", False)]
+)
+def test_the_cli_check_gives_the_declared_verdict_cold_and_without_namespaces(
+    how: dict[str, str], candidate: str, passes: bool, tmp_path: Path
+) -> None:
+    """``check --cold`` and a container that refuses namespaces, as whoever runs the suite
+    (CI's unprivileged pass runs it as a user created for the run): the honest kernel
+    passes, the off-by-one fails at correctness, each with its exit status."""
+    env = {**os.environ, **how, "CTXKERNEL_HOME": str(tmp_path / "ck"), "HOME": str(tmp_path)}
+    env["CTXKERNEL_CHECK_SERVER"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "check", "examples/vector_add",
+         f"examples/vector_add/{candidate}", "--shapes", "n=1000", "--no-record", "--json"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )  # fmt: skip
+    import json
+
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    verdict = [d for d in lines if d.get("type") == "verdict"][-1]
+    assert (done.returncode, verdict["ok"]) == ((0, True) if passes else (1, False)), done.stderr
+    if not passes:
+        assert verdict["failed_rung"] == "correctness", verdict["reason"]
+    isolation = verdict["environment"]["isolation"]
+    if "CTXKERNEL_ISOLATION" in how:
+        assert isolation["mode"] == "none"
+    else:
+        assert verdict["environment"]["workers"]["forked"] == 0, verdict["environment"]["workers"]
