@@ -140,11 +140,6 @@ class ToolServer:
         await self._in_worker(_warm_up, self.toolset, abandon=True)
 
 
-def build_server(toolset: ToolSet) -> Server[Any]:
-    """A low-level MCP Server answering tools/list and tools/call from ``toolset``."""
-    return ToolServer(toolset).server
-
-
 def serve(
     *,
     index_dir: str | Path | None = None,

@@ -28,11 +28,6 @@ def error_message(query: str) -> str | None:
     return errortext.message(query)
 
 
-def error_messages(query: str) -> list[str]:
-    """Every message the query quotes, the most telling first (``errortext.messages``)."""
-    return errortext.messages(query)
-
-
 def looks_like_error(query: str) -> bool:
     """A pasted error message (see ``error_message``), or a sentence naming an error type."""
     return error_message(query) is not None

@@ -38,9 +38,6 @@ class Related:
     siblings: list[Link] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
 
-    def all_links(self) -> list[Link]:
-        return self.sections + self.implementers + self.users + self.siblings
-
     def to_json(self) -> dict[str, Any]:
         c = self.chunk
         return {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .corpus import Hit
@@ -26,11 +26,6 @@ def counted(n: int, one: str, many: str = "") -> str:
 def json_line(obj: dict[str, Any], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-
-
-def json_lines(objs: Iterable[dict[str, Any]], out: TextIO | None = None) -> None:
-    for obj in objs:
-        json_line(obj, out)
 
 
 NO_WIDTH = 100_000  # the width rich gets when output is not a terminal: never reached

@@ -352,7 +352,9 @@ class Searcher:
             if found is None or not filters.accepts(found.chunk):
                 continue
             chunk = copy.copy(found.chunk)  # the hit's own: a caller may change it
-            prior = 0.8 + 0.2 * min(1.0, found.lines / SHORT_CHUNK_LINES)  # length_prior
+            # tiny chunks (a heading, a two-line stub) say little: a little lower, never
+            # enough to overturn a clear first place
+            prior = 0.8 + 0.2 * min(1.0, found.lines / SHORT_CHUNK_LINES)
             if HUB_PRIOR < 1.0 and found.listing >= HUB_SHARE:
                 prior *= HUB_PRIOR
             if example and chunk.kind in EXAMPLE_KINDS:
@@ -407,12 +409,6 @@ def query_vector(embedder: Embedder, text: str) -> Any:
         torch.set_num_threads(before)
 
 
-def length_prior(chunk: Chunk) -> float:
-    """Tiny chunks (a heading, a two-line stub) say little: rank them a little lower —
-    never enough to overturn a clear first place."""
-    return 0.8 + 0.2 * min(1.0, _lines(chunk.text) / SHORT_CHUNK_LINES)
-
-
 def _lines(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip())
 
@@ -422,7 +418,7 @@ class Ranked:
     """A chunk as the ranking reads it, with what it derives from the chunk's text."""
 
     chunk: Chunk
-    lines: int  # non-blank lines (``length_prior``)
+    lines: int  # non-blank lines (the length prior)
     listing: float  # ``hubs.listing_share`` of its text
 
 

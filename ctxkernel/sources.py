@@ -602,8 +602,3 @@ def iter_wanted(corpus: Corpus, snapshot: Snapshot) -> Iterator[SourceFile]:
     for f in snapshot.files:
         if corpus.wants(f.path):
             yield f
-
-
-def remove_clone(source: Source) -> None:
-    if isinstance(source, GitSource):
-        shutil.rmtree(source.clone_dir(), ignore_errors=True)

@@ -16,7 +16,6 @@ from . import config, damage
 from .confine import Confinement
 from .corpus import (
     Corpus,
-    Hit,
     corpus_errors,
     get_corpus,
     language_for,
@@ -416,9 +415,6 @@ class Workspace:
         return FileRange(
             corpus, path, start, end, lines[start - 1 : end], total, url, language_for(path), source
         )
-
-    def hits_to_json(self, hits: list[Hit]) -> list[dict[str, Any]]:
-        return [h.to_json() for h in hits]
 
 
 def _keep_runnable(

@@ -242,15 +242,15 @@ def _guess_worker_env(options: RunOptions, candidate: Path) -> tuple[str, dict[s
         device = options.device or ("cuda" if os.path.exists("/dev/nvidiactl") else "cpu")
         dump = bool(options.dump_dir or options.target)
         return backend, worker_env_for(backend, device, dump=dump)
-    except Exception:
-        return None  # the check itself reports a bad candidate or option
+    except Exception:  # a guess only: the check itself reports a bad candidate or option
+        return None
 
 
 def _probe_quietly(sandbox: Any) -> None:
     try:
         sandbox.isolation()
-    except Exception:
-        pass  # a bad setting is reported by the check itself
+    except Exception:  # a probe only: the check itself reports a bad setting
+        pass
 
 
 def execute_check(

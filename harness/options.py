@@ -22,6 +22,12 @@ def _backends() -> list[str]:
     return backend_names()
 
 
+def _isa_families() -> list[str]:
+    from .perf.isa import CHOICES
+
+    return list(CHOICES)
+
+
 @dataclass
 class RunOptions:
     """How to check: device, trials, limits, and the switches tests use."""
@@ -190,6 +196,25 @@ class RunOptions:
     profile: bool = field(
         default=False,
         metadata=option("--profile", help="Profile the candidate's kernels with ncu."),
+    )
+    # the executed-instruction check (harness/perf/isa.py, harness/rungs/isa.py); a GPU only
+    expect_isa: str | None = field(
+        default=None,
+        metadata=option(
+            "--expect-isa",
+            choices=_isa_families,
+            help="Fail unless the candidate's hot kernel executes instructions of this family "
+            "(ncu's executed counts; implies --profile): wgmma (= hgmma), hmma (mma.sync), "
+            "tcgen05, tensor (any of them), tma, or none.",
+        ),
+    )
+    sanitize: bool = field(
+        default=False,
+        metadata=option(
+            "--sanitize",
+            help="Run compute-sanitizer's memcheck, initcheck, racecheck and synccheck around "
+            "one call on the smallest shape (a GPU and compute-sanitizer needed).",
+        ),
     )
     # -- intra-kernel tracing: harness/rungs/trace.py --------------------------
     trace: bool = field(

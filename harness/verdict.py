@@ -161,13 +161,23 @@ def _from_jsonable(value: Any) -> Any:
 class PerformanceSummary:
     """What the benchmark and roofline rungs measured, typed: the first benchmarked
     shape's median time, its speedup over the reference, its percent of the roofline and
-    what bounds it (``memory`` / ``compute``). The agent ranks versions by it."""
+    what bounds it (``memory`` / ``compute``). The agent ranks versions by it. For a
+    GEMM-, convolution- or attention-like problem also the speedups over the library path
+    and ``torch.compile`` of the reference, and ``sol``: the share of the gap between the
+    better of those baselines and the roofline that the candidate closes (negative when
+    slower than it; None with ``sol_note`` saying why when undefined;
+    ``harness/perf/baselines.py``)."""
 
     shape: str
     time_ms: float
     speedup: float | None = None
     pct_of_roofline: float | None = None
     bound: str | None = None
+    speedup_vs_library: float | None = None
+    speedup_vs_compiled: float | None = None
+    sol: float | None = None
+    sol_baseline: str | None = None  # "library" | "compiled": the better baseline
+    sol_note: str | None = None  # the SOL in words, or why there is none
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,6 +186,11 @@ class PerformanceSummary:
             "speedup": self.speedup,
             "pct_of_roofline": self.pct_of_roofline,
             "bound": self.bound,
+            "speedup_vs_library": self.speedup_vs_library,
+            "speedup_vs_compiled": self.speedup_vs_compiled,
+            "sol": self.sol,
+            "sol_baseline": self.sol_baseline,
+            "sol_note": self.sol_note,
         }
 
     @classmethod
@@ -192,7 +207,20 @@ class PerformanceSummary:
                 float(doc["pct_of_roofline"]) if _finite(doc.get("pct_of_roofline")) else None
             ),
             bound=str(doc["bound"]) if isinstance(doc.get("bound"), str) else None,
+            speedup_vs_library=_finite_or_none(doc.get("speedup_vs_library")),
+            speedup_vs_compiled=_finite_or_none(doc.get("speedup_vs_compiled")),
+            sol=_finite_or_none(doc.get("sol")),
+            sol_baseline=_str_or_none(doc.get("sol_baseline")),
+            sol_note=_str_or_none(doc.get("sol_note")),
         )
+
+
+def _finite_or_none(value: Any) -> float | None:
+    return float(value) if _finite(value) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _finite(value: Any) -> bool:
@@ -337,6 +365,8 @@ class Verdict:
         if failed is None:
             lines.append(f"PASSED all rungs ({where}).")
             lines.extend(performance_lines(self.performance))
+            if self.summary is not None and self.summary.sol_note:  # the gap to the best known
+                lines.append(f"vs the best known implementation: {self.summary.sol_note}")
             for rung in self.rungs:
                 if rung.metrics or rung.ok is None:
                     lines.append(rung.line())
@@ -415,6 +445,9 @@ def performance_lines(perf: dict[str, Any]) -> list[str]:
         ]
         stalls = ", ".join(s["reason"] for s in profile.get("top_stalls") or [])
         out.append("ncu: " + ", ".join(bits) + (f"; top stalls: {stalls}" if stalls else ""))
+        executed = profile.get("executed") or {}  # what the hot kernel ran (perf/isa.py)
+        if executed.get("what"):
+            out.append(f"executed by {executed.get('kernel')}: {executed['what']}")
     trace = perf.get("trace") or {}  # trace rung: where the time goes in the kernel
     if trace.get("sentence"):
         out.append(f"trace on {trace.get('shape')}: {trace['sentence']}")

@@ -4,7 +4,8 @@ A change that only moves code (rooms, packages, a merged library) must not move 
 verdict. Every example solution and bad candidate under ``examples/`` and every planted
 cheat under ``tests/harness/cheats/`` is checked by each tree (this checkout and
 ``--baseline``, each imported from its own root in its own process, each with its own
-copy of the problem and candidate, and the tests' fast CPU options), and the verdicts
+copy of the problem and candidate, the tests' fast CPU options and one secret seed, so
+both see the same unseen shapes and trial inputs), and the verdicts
 are compared: whether it passed, which rung failed, and every rung's status in order.
 Reason texts are compared too but reported apart, since a message may be improved on
 purpose; the items present in only one tree are listed.
@@ -73,7 +74,8 @@ else:
     expect = read_expectation(path)
     problem, opts = expect.problem, dict(expect.options)
 try:
-    verdict = check(problem_path(problem), path, fast_options(problem, **opts), runner=LocalRunner())
+    options = fast_options(problem, **opts, secret=int(sys.argv[3]))
+    verdict = check(problem_path(problem), path, options, runner=LocalRunner())
     doc = verdict.to_json()
     out = {
         "ok": doc["ok"],
@@ -87,7 +89,7 @@ print("VERDICT " + json.dumps(out))
 """
 
 
-def verdict_in(tree: Path, rel: str, home: Path) -> dict[str, Any]:
+def verdict_in(tree: Path, rel: str, home: Path, secret: int) -> dict[str, Any]:
     env = dict(os.environ)
     env.update(
         CTXKERNEL_HOME=str(home),
@@ -96,7 +98,9 @@ def verdict_in(tree: Path, rel: str, home: Path) -> dict[str, Any]:
         FAKE_SECRET_API_KEY="must-not-reach-the-worker",
     )
     env.pop("PYTHONPATH", None)
-    proc = baseline.run(tree, ["-c", WORKER, str(tree), rel], env=env, check=False, timeout=900)
+    proc = baseline.run(
+        tree, ["-c", WORKER, str(tree), rel, str(secret)], env=env, check=False, timeout=900
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("VERDICT "):
             return json.loads(line[len("VERDICT ") :])  # type: ignore[no-any-return]
@@ -110,6 +114,10 @@ def main() -> None:
     p.add_argument("--this", help="a revision or folder to compare instead of this checkout")
     p.add_argument("--only", default="", help="only items whose path contains this")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument(
+        "--secret", type=int, default=20261205,
+        help="the secret seed both trees check with (unseen shapes, trial seeds): the same inputs",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON line per item")
     args = p.parse_args()
     try:
@@ -126,7 +134,7 @@ def main() -> None:
         for h in homes.values():
             h.mkdir()
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            done = list(pool.map(lambda j: verdict_in(j[0], j[1], homes[j[0]]), jobs))
+            done = list(pool.map(lambda j: verdict_in(j[0], j[1], homes[j[0]], args.secret), jobs))
     results = {(str(t), r): v for (t, r), v in zip(jobs, done, strict=True)}
     same = differ = reworded = 0
     for rel in both:

@@ -97,7 +97,7 @@ class _WordCounter:
         """A counter for ``tok`` when its pipeline is BERT's, else None."""
         try:
             config = json.loads(tok.to_str())
-        except Exception:
+        except Exception:  # tokenizers' Rust errors are plain Exception: not BERT's then
             return None
         normalizer = config.get("normalizer") or {}
         model = config.get("model") or {}

@@ -66,7 +66,7 @@ class TileLangBackend(Backend):
     def prepare_worker(self, device: str) -> LaunchCounter | None:
         try:
             from tilelang.jit.kernel import JITKernel
-        except Exception:
+        except Exception:  # tilelang missing or broken on import: nothing to count
             return None
         counter = LaunchCounter()
         _wrap(JITKernel, counter)
@@ -96,7 +96,7 @@ class TileLangBackend(Backend):
             from importlib.metadata import version
 
             return {"tilelang": version("tilelang")}
-        except Exception:
+        except Exception:  # not installed, or its metadata unreadable: no version
             return {"tilelang": None}
 
     def collect_artifacts(

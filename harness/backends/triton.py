@@ -98,7 +98,7 @@ class TritonBackend(Backend):
             from ..tracing.proton import neutralize_under_interpreter
 
             neutralize_under_interpreter()
-        except Exception:
+        except Exception:  # a Triton without Proton: the candidate's scopes fail visibly
             pass
 
     def dump_plan(self, device: str, target: str | None) -> DumpPlan | None:
@@ -185,7 +185,7 @@ class TritonBackend(Backend):
             return
         try:
             from torch._inductor.runtime import triton_heuristics
-        except Exception:
+        except Exception:  # inductor failing to import means no torch.compile to count
             return
         cls = getattr(triton_heuristics, "CachingAutotuner", None)
         original = getattr(cls, "run", None) if cls is not None else None
@@ -290,27 +290,27 @@ def warm_lookups() -> dict[str, float]:
         try:
             key = importlib.import_module(module).triton_key
             break
-        except Exception:
+        except Exception:  # not this Triton's layout, or Triton broken: a warm-up only
             continue
     if key is not None:
         t0 = time.perf_counter()
         try:
             key()
             took["triton_key"] = round(time.perf_counter() - t0, 4)
-        except Exception:
+        except Exception:  # a warm-up only: the worker computes the key itself
             pass
     try:
         from triton import knobs
 
         nvidia = knobs.nvidia
-    except Exception:
+    except Exception:  # a Triton before knobs: nothing to warm
         return took
     for tool in NVIDIA_TOOLS:
         t0 = time.perf_counter()
         try:
             getattr(nvidia, tool)  # NvidiaTool.from_path: ``<tool> --version``, memoised
             took[tool] = round(time.perf_counter() - t0, 4)
-        except Exception:
+        except Exception:  # a tool missing or failing: the worker finds out itself
             continue
     return took
 

@@ -150,7 +150,7 @@ def compile_launch(spec: LaunchSpec, target: str) -> dict[str, Any]:
             backend, kwargs, bound, specialization, options
         )
         option_dict = options.__dict__
-    except Exception:
+    except Exception:  # Triton's private binder changes by version: packed by hand then
         method = "manual"
         signature, constexprs, attrs, option_dict = _manual(jit, spec, backend, kwargs)
     src = ASTSource(jit, signature, constexprs, attrs)

@@ -7,7 +7,9 @@ skewed, with a long right tail of interrupted runs): with ``n`` samples sorted, 
 interval is ``[x_(l), x_(u)]`` with ``l, u = n/2 -/+ 1.96 * sqrt(n) / 2``. ``converged``
 says the half-width of that interval is within ``rel_ci`` of the median. ``StopRule``
 stops at that (after ``min_runs``) or when its wall budget is spent; ``scaled`` sets the
-budget from the wall time of the first timed calls.
+budget from the wall time of the first timed calls. Nothing stops it before
+``MIN_TIMED_SAMPLES`` calls are timed: not the budget, not its scaling, not a rule sent
+with fewer ``min_runs`` or ``max_runs``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 Z95 = 1.959964
+
+# The fewest timed calls a median is ever reported from. Neither the wall budget, nor its
+# scaling to the first calls' wall time (a candidate slow while it is being calibrated
+# makes that budget short), nor a rule sent with fewer runs can stop the loop earlier:
+# with fewer than 6 samples the median's 95% interval is the whole range (``median_ci``),
+# and a median of 10 is held in the middle by six calls, so four interrupted or outlying
+# ones cannot move it. A call slow enough that the floor outlasts the budget is timed to
+# the floor anyway (the report's ``floor`` entry says when the budget ran out, and the
+# verdict says so): a shorter series would be a number nobody should trust, and the
+# worker request's own timeout still bounds the wait.
+MIN_TIMED_SAMPLES = 10
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -124,7 +137,8 @@ def summarize(values: Sequence[float]) -> Summary:
 @dataclass
 class StopRule:
     """Repeat until the median's CI is within ``rel_ci`` (after ``min_runs``), or the time
-    budget or ``max_runs`` is spent. ``check_every`` bounds the cost of the check."""
+    budget or ``max_runs`` is spent, never before ``MIN_TIMED_SAMPLES`` calls.
+    ``check_every`` bounds the cost of the check."""
 
     rel_ci: float = 0.01
     min_runs: int = 10
@@ -146,16 +160,26 @@ class StopRule:
         return replace(self, budget_s=budget)
 
     def done(self, values: Sequence[float], elapsed_s: float) -> str | None:
-        """Why to stop now ('converged', 'budget', 'max_runs'), or None to go on."""
+        """Why to stop now ('converged', 'budget', 'max_runs'), or None to go on; always
+        None below ``MIN_TIMED_SAMPLES`` (``short_of_floor`` says when the budget ran out
+        first)."""
         n = len(values)
+        if n < MIN_TIMED_SAMPLES:
+            return None
         if n >= self.max_runs:
             return "max_runs"
-        if elapsed_s >= self.budget_s and n >= 2:
+        if elapsed_s >= self.budget_s:
             return "budget"
-        due = n >= self.min_runs and (n - self.min_runs) % max(1, self.check_every) == 0
-        if due and converged(values, self.rel_ci, self.min_runs):
+        least = max(self.min_runs, MIN_TIMED_SAMPLES)
+        due = n >= least and (n - least) % max(1, self.check_every) == 0
+        if due and converged(values, self.rel_ci, least):
             return "converged"
         return None
+
+    def short_of_floor(self, runs: int, elapsed_s: float) -> bool:
+        """Whether the wall budget is spent with fewer than ``MIN_TIMED_SAMPLES`` calls
+        timed: the loop goes on to the floor, and the report says the budget was overrun."""
+        return runs < MIN_TIMED_SAMPLES and elapsed_s >= self.budget_s
 
     def as_dict(self) -> dict[str, Any]:
         return {

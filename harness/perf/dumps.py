@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)", re.MULTILINE)
 _RES = re.compile(r"Function\s+(\S+?):\s*\n\s*(REG:.*)")
 _INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 
@@ -136,16 +135,6 @@ def parse_ptxas(text: str) -> dict[str, dict[str, int]]:
     return result
 
 
-def split_functions(sass: str) -> dict[str, str]:
-    """SASS text per ``Function :`` section."""
-    parts: dict[str, str] = {}
-    matches = list(_FUNCTION.finditer(sass))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(sass)
-        parts[m.group(1)] = sass[m.start() : end]
-    return parts
-
-
 def _width(opcode: str) -> int:
     tokens = opcode.split(".")[1:]
     if "128" in tokens:
@@ -243,12 +232,6 @@ MMA_WITHOUT_WGMMA = "mma_without_wgmma"
 NO_TENSOR_CORES = "no_tensor_cores"
 NARROW_LOADS = "narrow_global_loads"
 NO_TMA = "no_tma_on_hopper"
-
-
-def findings_for(
-    report: KernelReport, expect_mma: bool, arch: int | None, mma_hint: str = ""
-) -> list[str]:
-    return [text for _, text in classify(report, expect_mma, arch, mma_hint)]
 
 
 def classify(

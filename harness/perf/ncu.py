@@ -1,14 +1,18 @@
 """Nsight Compute: the command that profiles a candidate's kernels, and what its CSV says.
 
 ``command`` builds ``ncu --clock-control none`` with the SpeedOfLight,
-MemoryWorkloadAnalysis, Occupancy and WarpStateStats sections, ``--csv --page raw
---print-units base``, filtered to the NVTX range the worker opens around the candidate's
-calls (``--nvtx --nvtx-include ctxkernel_candidate/``), writing to a log file so the
-candidate's own stdout never mixes in. ``parse_raw_csv`` reads that file (``==PROF==``
-lines skipped, a units row when present, numbers with thousands separators);
+MemoryWorkloadAnalysis, Occupancy, WarpStateStats, ComputeWorkloadAnalysis and
+InstructionStats sections, the executed-instruction counts of ``EXECUTED_METRICS``,
+``--csv --page raw --print-units base --print-metric-instances details`` (per-opcode
+counts with their opcode names), filtered to the NVTX range the worker opens around the
+candidate's calls (``--nvtx --nvtx-include ctxkernel_candidate/``), writing to a log file
+so the candidate's own stdout never mixes in. ``parse_raw_csv`` reads that file
+(``==PROF==`` lines skipped, a units row when present, numbers with thousands separators,
+instanced cells ``total (name: value; ...)`` into ``KernelProfile.instances``);
 ``summarize`` turns rows into what an agent can act on: duration, DRAM and SM throughput
 percent, achieved vs theoretical occupancy, L1/L2 hit rates, DRAM bytes, the top stall
-reasons. ``unavailable_reason`` recognises a missing ncu and refused counters.
+reasons (what the kernels executed is ``isa.py``'s). ``unavailable_reason`` recognises a
+missing ncu and refused counters; ``unknown_metric`` a metric name this ncu does not know.
 """
 
 from __future__ import annotations
@@ -22,7 +26,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NVTX_RANGE = "ctxkernel_candidate"
-SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats")
+# ComputeWorkloadAnalysis (the pipes' instruction shares) and InstructionStats (the
+# per-opcode executed counts, ``sass__inst_executed_per_opcode``) are what the
+# executed-instruction evidence reads (``isa.py``); a section's metrics are filtered to the
+# GPU by ncu itself, so asking for one never fails on an architecture that lacks a metric.
+SECTIONS = (
+    "SpeedOfLight",
+    "MemoryWorkloadAnalysis",
+    "Occupancy",
+    "WarpStateStats",
+    "ComputeWorkloadAnalysis",
+    "InstructionStats",
+)
+# Executed-instruction counts per pipe, asked for by name. NOT yet seen in a capture of
+# ours: the names are NVIDIA's documented Hopper-era metrics (also in public sm_90
+# profiles), while the H200 log in tests/harness/fixtures/ncu/ only holds the pipes'
+# activity percentages. ncu refuses the whole run when it does not know a name
+# ("Failed to find metric"), so the profile rung re-runs without these
+# (``unknown_metric``) and says so.
+EXECUTED_METRICS = (
+    "sm__inst_executed_pipe_tensor_op_hmma.sum",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    "sm__inst_executed_pipe_tensor_op_imma.sum",
+    "sm__inst_executed_pipe_tma.sum",
+    "sm__inst_executed_pipe_fma.sum",
+    "sm__inst_executed_pipe_fp16.sum",
+    "sm__inst_executed_pipe_alu.sum",
+    "sm__inst_executed_pipe_lsu.sum",
+)
 
 DURATION = "gpu__time_duration.sum"
 METRICS = {
@@ -73,7 +104,12 @@ def find_ncu() -> str | None:
     return None
 
 
-def command(ncu: str, log_file: str, sections: tuple[str, ...] = SECTIONS) -> list[str]:
+def command(
+    ncu: str,
+    log_file: str,
+    sections: tuple[str, ...] = SECTIONS,
+    metrics: tuple[str, ...] = EXECUTED_METRICS,
+) -> list[str]:
     cmd = [
         ncu,
         "--clock-control",
@@ -88,11 +124,17 @@ def command(ncu: str, log_file: str, sections: tuple[str, ...] = SECTIONS) -> li
         "raw",
         "--print-units",
         "base",
+        # instanced metrics print as "total (name: value; ...)": the opcode names of
+        # sass__inst_executed_per_opcode (the H200 log was taken without it: totals only)
+        "--print-metric-instances",
+        "details",
         "--log-file",
         log_file,
     ]
     for section in sections:
         cmd += ["--section", section]
+    if metrics:
+        cmd += ["--metrics", ",".join(metrics)]
     return cmd
 
 
@@ -116,6 +158,30 @@ class KernelProfile:
     values: dict[str, float] = field(default_factory=dict)
     duration_s: float | None = None
     stalls: dict[str, float] = field(default_factory=dict)
+    # an instanced metric's values by instance name (``--print-metric-instances details``)
+    instances: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+_INSTANCED = re.compile(r"^\s*([-+0-9.,eE]+)\s*\((.*)\)\s*$", re.S)
+
+
+def instanced(text: str) -> tuple[float, dict[str, float]] | None:
+    """An instanced cell, ``total (name: value; name: value)``, as (total, values by name);
+    None when the cell is not one. A name seen twice is summed."""
+    match = _INSTANCED.match(text or "")
+    if not match:
+        return None
+    total = _number(match.group(1))
+    if total is None:
+        return None
+    values: dict[str, float] = {}
+    for item in match.group(2).split(";"):
+        name, sep, raw = item.strip().rpartition(":")
+        value = _number(raw)
+        if not sep or not name.strip() or value is None:
+            continue
+        values[name.strip()] = values.get(name.strip(), 0.0) + value
+    return total, values
 
 
 def parse_raw_csv(text: str) -> list[KernelProfile]:
@@ -148,6 +214,10 @@ def parse_raw_csv(text: str) -> list[KernelProfile]:
             if col >= len(row):
                 break
             value = _number(row[col])
+            if value is None and "__" in metric:
+                found = instanced(row[col])
+                if found is not None:
+                    value, profile.instances[metric] = found
             if value is None or "__" not in metric:
                 continue
             unit = units[col] if col < len(units) else ""
@@ -243,6 +313,15 @@ def sentence(summary: dict[str, Any]) -> str:
             "top stalls: " + ", ".join(f"{s['reason']} {s['cycles_per_issue']:.2f}" for s in stalls)
         )
     return "; ".join(bits)
+
+
+_UNKNOWN_METRIC = re.compile(r"Failed to find metric\s+(?:regex:)?\^?([A-Za-z0-9_.]+)")
+
+
+def unknown_metric(log: str) -> str | None:
+    """The metric name ncu refused as unknown on this GPU or version (None: none was)."""
+    match = _UNKNOWN_METRIC.search(log or "")
+    return match.group(1).rstrip(".") if match else None
 
 
 def unavailable_reason(log: str) -> str | None:

@@ -39,7 +39,7 @@ def kernel_profiler() -> Any:
         from ..worker.kernelrecords import cuda_profiler
 
         return cuda_profiler()
-    except Exception:
+    except Exception:  # a torch without a working profiler: no shares measured
         return None
 
 
@@ -50,7 +50,7 @@ def kernel_records(prof: Any) -> list[list[Any]]:
         from torch.autograd import DeviceType
 
         events = list(prof.function_events)
-    except Exception:
+    except Exception:  # a profiler that recorded nothing readable: no shares
         return []
     for event in events:
         if getattr(event, "device_type", None) != DeviceType.CUDA:

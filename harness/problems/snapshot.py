@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 import weakref
 from pathlib import Path
 
@@ -165,7 +164,3 @@ def _copy(source: Path, dest: Path, budget: list[int], required: bool) -> None:
 def release_with(owner: object, root: Path) -> None:
     """Remove the snapshot ``root`` once ``owner`` (the loaded problem) is gone."""
     weakref.finalize(owner, shutil.rmtree, str(root), True)
-
-
-def temp_dir() -> Path:
-    return Path(tempfile.gettempdir())

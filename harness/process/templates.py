@@ -363,7 +363,7 @@ def prestart(
     python: str | None = None, env_extra: dict[str, str] | None = None, backend: str = ""
 ) -> None:
     """Start the template now, in the background (its imports overlap the caller's)."""
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # a head start only: the check starts it again
         template_for(python, env_extra, backend)
 
 

@@ -7,7 +7,9 @@ plain dense tensor of the right kind), ``correctness`` (every shape x trials aga
 reference, in the parent), ``anticheat`` (burst calls and everything the guards saw), and
 on request ``benchmark`` (timing in a fresh worker, the reference timed too), ``roofline``
 (percent of the measured ceilings; the physics floor), ``dump`` (IR/PTX/CUBIN/SASS and
-what to look at), ``profile`` (ncu) and ``trace`` (time per marked kernel section).
+what to look at), ``profile`` (ncu), ``isa`` (the instruction family the hot kernel must
+execute), ``sanitize`` (compute-sanitizer's four tools) and ``trace`` (time per marked
+kernel section).
 
 What they share: ``context.LadderContext`` (the check's facts and its three parts:
 ``inputs``, ``workers``, ``checks``), the typed results one rung hands the next

@@ -3,7 +3,9 @@
 Runs after the anti-cheat rung, in a fresh worker (``workers.aux("bench")``, started ahead
 while the rungs before run) and, for speedups, a harness-only worker timing the reference
 (``workers.aux("reference")``;
-``--compile-ref`` adds ``torch.compile`` of it). Result for the rungs after it: ``Timings``
+``--compile-ref`` adds ``torch.compile`` of it, as does a GEMM-, convolution- or
+attention-like problem on CUDA, whose library path is noted per shape: ``perf/baselines.py``).
+Result for the rungs after it: ``Timings``
 (per shape: the median, the speedup, the bytes moved). The worker's protocol is ``timing.Bench`` (warm-up, L2 flush or a
 spin kernel ahead of every launch, events plus a full-device synchronise, calibration,
 stop at a 1% CI of the median or the budget). Here, in the parent:
@@ -15,6 +17,9 @@ stop at a 1% CI of the median or the budget). Here, in the parent:
   event, or host wall-clock disagrees with the events) fails the rung, and the time
   reported is then the device-inclusive one; so does a persisting-L2 limit set by the
   candidate, or anything the guards saw while it was timed;
+- every window has at least ``MIN_TIMED_SAMPLES`` counted calls (``benchstats.py``),
+  whatever the budget; a reply with fewer fails the rung, and a budget spent before the
+  floor is said in the timing note;
 - compute-bound shapes (by the cached ceilings) use a fixed protocol: three rounds, each
   an idle gap, a bounded window for the candidate, an idle gap, a window for the
   reference; SM clock, power and throttle reasons (NVML) are kept with each window.
@@ -38,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..metrics import compare
-from ..perf import clockscale, reftimes
-from ..perf.benchstats import StopRule, summarize
+from ..perf import baselines, clockscale, reftimes
+from ..perf.benchstats import MIN_TIMED_SAMPLES, StopRule, summarize
 from ..problems.precision import reference_precision
 from ..process import channel
 from ..process.session import WorkerGone
@@ -91,10 +96,19 @@ class BenchmarkRung:
                 self, f"the benchmark worker could not load the candidate: {message}"
             )
         notes: list[str] = []
+        # the best known implementation (perf/baselines.py): a GEMM-, convolution- or
+        # attention-like reference (by the compute ops it ran in the pre-checks) gets its
+        # library path and torch.compile of it timed, for the verdict's SOL score
+        ops = ctx.library.reference_ops
+        library = baselines.library_baseline(baselines.problem_kind(ops), ops, ctx.device)
         # opened when first timed: a cached reference timing needs no worker of its own
         reference = _LazySession(ctx, "reference", notes) if ctx.options.bench_reference else None
         compiled = (
-            _LazySession(ctx, "reference_compiled", notes) if ctx.options.compile_ref else None
+            _LazySession(ctx, "reference_compiled", notes)
+            # automatic only on CUDA: on a CPU it costs an inductor build and says nothing
+            # of the GPU's best known implementation
+            if ctx.options.compile_ref or (library.kind is not None and ctx.device == "cuda")
+            else None
         )
         # measured once per GPU/driver/clocks, before anything is timed
         with _timed(phase_s, "ceilings"):
@@ -103,6 +117,7 @@ class BenchmarkRung:
         results = []
         for index, shape in enumerate(ctx.inputs.bench_shapes()):
             result = self.bench_shape(ctx, session, reference, compiled, shape, index, l2)
+            _library_entry(result, library)
             results.append(result)
             if result.get("failure"):
                 reason = ctx.findings.explain(f"{result['failure']} (shape {result['label']})")
@@ -164,6 +179,10 @@ class BenchmarkRung:
                 result["failure"] = failure
                 return result
             report, escape = reply["report"], reply["escape"]
+            short = short_series(report)
+            if short:
+                result["failure"] = short
+                return result
             times = escape["inclusive_ms"] if escape.get("escaped") else report["events_ms"]
             cand_times += [t * 1e-3 for t in times]
             result.setdefault("input_bytes", reply.get("input_bytes"))
@@ -246,6 +265,16 @@ class BenchmarkRung:
                 result[subject] = ref.as_dict()
                 ratio = ref.median / cand.median if cand.median > 0 else None
                 result["speedup" if subject == "reference" else "speedup_vs_compiled"] = ratio
+        overrun = [
+            ((r.get("candidate") or {}).get("floor") or {}).get("budget_spent_at")
+            for r in result["rounds"]
+        ]
+        if any(n is not None for n in overrun):
+            spent = min(n for n in overrun if n is not None)
+            result["timing_note"] += (
+                f"; the time budget was spent after {spent} call(s), timed on to the floor of "
+                f"{MIN_TIMED_SAMPLES}"
+            )
         if result.get("round_spread") is not None:
             result["timing_note"] += f"; rounds differ by {result['round_spread'] * 100:.1f}%"
         if result.get("speedup") is not None:
@@ -253,6 +282,33 @@ class BenchmarkRung:
             if (result["rounds"][0].get("reference") or {}).get("cached"):
                 result["timing_note"] += " (its timing cached: same problem, shape, device, clock)"
         return result
+
+
+def _library_entry(result: dict[str, Any], library: baselines.LibraryBaseline) -> None:
+    """The shape's library-path baseline: the reference's timing when the reference is that
+    path, else why it was not timed (nothing for a problem of no known kind)."""
+    if library.kind is None:
+        return
+    entry: dict[str, Any] = {"kind": library.kind, "path": library.path, "why": library.reason}
+    ref = result.get("reference") or {}
+    if library.subject == "reference" and ref.get("median_ms"):
+        entry["median_ms"] = ref["median_ms"]
+        result["speedup_vs_library"] = result.get("speedup")
+    result["library"] = entry
+
+
+def short_series(report: dict[str, Any]) -> str | None:
+    """Why a timed series is not reported: fewer counted calls than ``MIN_TIMED_SAMPLES``.
+    The worker's loop never stops that early (``StopRule``), so a shorter series means
+    the protocol in the candidate's process was tampered with or broke."""
+    runs = len(report.get("events_ms") or [])
+    if runs >= MIN_TIMED_SAMPLES:
+        return None
+    return (
+        f"the timed loop returned {runs} sample(s), fewer than the floor of "
+        f"{MIN_TIMED_SAMPLES} a median is reported from (the timing in the candidate's "
+        f"process did not run as the harness wrote it)"
+    )
 
 
 def _reference_key(ctx: LadderContext, subject: str, shape: dict[str, Any], l2: str) -> str | None:
@@ -393,6 +449,7 @@ def _round_summary(report: dict[str, Any], escape: dict[str, Any]) -> dict[str, 
             "kept": len(report.get("kept") or []),
             "witness": report.get("witness"),  # the second timer (harness/worker/witness.py)
             "budget_s": (report.get("rule") or {}).get("budget_s"),
+            "floor": report.get("floor"),
             "timed_s": report.get("timed_s"),
             "warmup_s": report.get("warmup_s"),
             "setup_s": report.get("setup_s"),
@@ -517,6 +574,8 @@ def _metrics(result: dict[str, Any]) -> dict[str, Any]:
     if result.get("reference_compiled"):
         out["compiled_ref_median_ms"] = result["reference_compiled"].get("median_ms")
         out["speedup_vs_compiled"] = result.get("speedup_vs_compiled")
+    if result.get("speedup_vs_library") is not None:
+        out["speedup_vs_library"] = result["speedup_vs_library"]
     rounds = result.get("rounds") or []
     clocks = ((rounds[0].get("candidate") or {}).get("clocks") or {}) if rounds else {}
     if clocks.get("sm_clock_mhz"):

@@ -383,7 +383,7 @@ class Inputs:
             _scribble(leaf)
             try:
                 same = _tensor_bytes(run(copy)) == expected
-            except Exception:
+            except Exception:  # the reference may raise anything on garbage: that leaf is read
                 same = False
             if same:
                 found.append(index)
@@ -408,7 +408,7 @@ class Inputs:
             )
         except ProblemError:
             raise
-        except Exception:
+        except Exception:  # the problem's own code may raise anything: no unseen shapes then
             self._unseen = []
         self._unseen += self._beyond_checked(unseen_shapes)
         return self._unseen
@@ -438,7 +438,7 @@ class Inputs:
                     count=1,
                     device=self.device,
                 )
-            except Exception:
+            except Exception:  # the problem's own code may raise anything: the next set is tried
                 continue
             found = [
                 s
@@ -578,7 +578,7 @@ class Inputs:
         if key not in self._weighed:
             try:
                 made = self.problem.generate_input(0, shape, self.device)
-            except Exception:
+            except Exception:  # the call that uses the shape reports the failure
                 made = ()
             self._weighed[key] = sum(
                 t.numel() * t.element_size() for t in flatten(made) if isinstance(t, torch.Tensor)

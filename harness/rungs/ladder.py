@@ -7,8 +7,8 @@ not run. A rung that crashes is a harness bug and is reported as that rung faili
 "harness error", never as a pass. Once the compile rung passes, each enabled rung's optional
 ``ahead(ctx)`` starts what it will need (the benchmark's worker) while the rungs before it
 run. A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
-profile, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
-``--profile``, ``--trace``). A rung that reports ``ok=None`` was
+profile, isa, sanitize, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
+``--profile``, ``--expect-isa``, ``--sanitize``, ``--trace``). A rung that reports ``ok=None`` was
 skipped for a reason (no GPU, no ncu) and does not fail the verdict; only ``ok=False``
 does. The verdict's ``performance`` is what the typed results report, and its ``summary``
 (time, percent of roofline, speedup, bound) comes from ``Timings`` and ``Roofline``.
@@ -16,6 +16,7 @@ does. The verdict's ``performance`` is what the typed results report, and its ``
 
 from __future__ import annotations
 
+import math
 import platform
 import sys
 import time
@@ -23,6 +24,7 @@ import traceback
 from typing import Protocol
 
 from ..errors import UsageError
+from ..perf import baselines
 from ..problems.precision import REFERENCE_PRECISION_FLAGS
 from ..verdict import PerformanceSummary, RungResult, Verdict
 from .anticheat import AntiCheatRung
@@ -31,11 +33,13 @@ from .compile import CompileRung
 from .context import LadderContext
 from .correctness import CorrectnessRung
 from .dump import DumpRung
+from .isa import IsaRung
 from .precheck import PreCheckRung
 from .profile import ProfileRung
 from .results import Earlier, Roofline, Timings
 from .roofline import RooflineRung
 from .run import RunRung
+from .sanitize import SanitizeRung
 from .trace import TraceRung
 
 
@@ -63,6 +67,8 @@ class Ladder:
                 RooflineRung(),
                 DumpRung(),
                 ProfileRung(),
+                IsaRung(),
+                SanitizeRung(),
                 TraceRung(),
             ]
         )
@@ -114,7 +120,7 @@ class Ladder:
                 continue
             try:
                 ahead(ctx)
-            except Exception:
+            except Exception:  # never decides: the rung reports the failure when it runs
                 pass
 
     def _verdict(
@@ -162,6 +168,8 @@ class Ladder:
                 "dump_dir": str(ctx.options.dump_dir) if ctx.options.dump_dir else None,
                 "target": ctx.options.target,
                 "profile": ctx.options.profile,
+                "expect_isa": ctx.options.expect_isa,
+                "sanitize": ctx.options.sanitize,
                 "trace": ctx.options.trace,
             },
             wall_s=wall,
@@ -172,16 +180,36 @@ class Ladder:
 
 def summarize(earlier: Earlier) -> PerformanceSummary | None:
     """The verdict's typed summary: the first benchmarked shape's time and speedup, and its
-    percent of roofline and bound when the roofline rung ran. None when nothing was timed."""
+    percent of roofline and bound when the roofline rung ran; for a problem with a library
+    path (``perf/baselines.py``) the speedups over it and ``torch.compile`` and the SOL
+    score. None when nothing was timed."""
     timings = earlier.get(Timings)
     if timings is None or not timings.shapes:
         return None
     first = timings.shapes[0]
     roof = earlier.get(Roofline)
+    record = first.record
+    sol = None
+    if record.get("library"):  # a GEMM-, convolution- or attention-like problem
+        pct = roof.pct_of_roofline if roof else None
+        roof_ms = first.median_ms * pct / 100 if pct is not None and math.isfinite(pct) else None
+        sol = baselines.sol_score(
+            first.median_ms,
+            {
+                "library": (record.get("library") or {}).get("median_ms"),
+                "compiled": (record.get("reference_compiled") or {}).get("median_ms"),
+            },
+            roof_ms,
+        )
     return PerformanceSummary(
         shape=first.label,
         time_ms=first.median_ms,
         speedup=first.speedup,
         pct_of_roofline=roof.pct_of_roofline if roof else None,
         bound=roof.bound if roof else None,
+        speedup_vs_library=record.get("speedup_vs_library"),
+        speedup_vs_compiled=record.get("speedup_vs_compiled"),
+        sol=sol.score if sol else None,
+        sol_baseline=sol.baseline if sol else None,
+        sol_note=sol.reason if sol else None,
     )

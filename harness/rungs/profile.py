@@ -6,9 +6,12 @@ candidate, warms it up outside the NVTX range ``ctxkernel_candidate`` and calls 
 inside it, so only the candidate's kernels of that call are profiled. Inputs are the
 first benchmark shape's, generated in that worker from a seed. The CSV (``--page raw``)
 becomes a short summary for the agent (``ncu.summarize``): DRAM and SM throughput
-percent, achieved occupancy, top stall reasons, L2 hit rate; its duration is compared
-with the benchmark's median when both exist. Skipped, with the reason, when there is no
-GPU, no ncu, no counter access, or a runner that cannot wrap a worker.
+percent, achieved occupancy, top stall reasons, L2 hit rate, and what the hot kernel
+executed (``isa.py``: tensor family, TMA, FP32 vs half precision); its duration is
+compared with the benchmark's median when both exist. An ncu that does not know one of
+``ncu.EXECUTED_METRICS`` is run again without them, and the reason says so. Also run for
+``--expect-isa`` (the ``isa`` rung decides on what it found). Skipped, with the reason,
+when there is no GPU, no ncu, no counter access, or a runner that cannot wrap a worker.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..perf import ncu
+from ..perf import isa, ncu
 from ..verdict import RungResult
 from .inputs import shape_label
 from .results import ProfileReport, Timings
@@ -36,7 +39,7 @@ class ProfileRung:
     gating = False
 
     def enabled(self, ctx: LadderContext) -> bool:
-        return bool(ctx.options.profile)
+        return bool(ctx.options.profile or ctx.options.expect_isa)
 
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         if ctx.device != "cuda":
@@ -57,17 +60,14 @@ class ProfileRung:
             "calls": 1,
             "nvtx": ncu.NVTX_RANGE,
         }
+        notes: list[str] = []
         try:
-            # ncu runs inside the walls: its log goes to the worker's folder, and is read
-            # from there as any file a worker wrote (a regular file of bounded size)
-            outcome = oneshot(
-                request, ncu.command(binary, "{workdir}/.ncu.csv"), PROFILE_TIMEOUT_S, tag="profile"
-            )
-            written = Path(str(outcome.get("workdir") or tmp)) / ".ncu.csv"
-            if not written.is_file() and Path(f"{written}.log").is_file():
-                written = Path(f"{written}.log")
+            outcome, text = _profiled(oneshot, request, binary, ncu.EXECUTED_METRICS, tmp)
+            unknown = ncu.unknown_metric(text + "\n" + _read(outcome.get("stderr")))
+            if unknown and not outcome.get("timed_out"):  # this ncu lacks a documented name
+                notes.append(f"this ncu does not know {unknown}: profiled without per-pipe counts")
+                outcome, text = _profiled(oneshot, request, binary, (), tmp)
             log = tmp / "ncu.csv"
-            text = _read_worker_file(written)
             if text:
                 log.write_text(text)
             kept = None
@@ -95,6 +95,10 @@ class ProfileRung:
             details["log_tail"] = (text + stderr)[-2000:]
             return RungResult.skip(self, why or "ncu produced no rows", details)
         summary = ncu.summarize(profiles)
+        hottest = isa.hot(profiles)
+        executed = isa.evidence(hottest) if hottest is not None else None
+        if executed is not None:
+            summary["executed"] = executed.as_dict()
         metrics: dict[str, Any] = {
             k: summary[k]
             for k in (
@@ -114,10 +118,32 @@ class ProfileRung:
             metrics["bench_vs_ncu"] = timed.median_ms / summary["duration_ms"]
         details["summary"] = summary
         report = ProfileReport(
-            {"shape": shape_label(shape), **{k: v for k, v in summary.items() if k != "per_kernel"}}
+            {
+                "shape": shape_label(shape),
+                **{k: v for k, v in summary.items() if k != "per_kernel"},
+            },
+            executed,
         )
         reason = f"{shape_label(shape)}: {ncu.sentence(summary)}"
+        if executed is not None:
+            reason += f"; hot kernel executed: {executed.words()}"
+        if notes:
+            reason += "; " + "; ".join(notes)
         return RungResult.passed(self, metrics, reason, details, output=report)
+
+
+def _profiled(
+    oneshot: Any, request: dict[str, Any], binary: str, metrics: tuple[str, ...], tmp: Path
+) -> tuple[dict[str, Any], str]:
+    """One ncu run of the profiled worker: (its outcome, the CSV it wrote or '')."""
+    # ncu runs inside the walls: its log goes to the worker's folder, and is read from
+    # there as any file a worker wrote (a regular file of bounded size)
+    cmd = ncu.command(binary, "{workdir}/.ncu.csv", metrics=metrics)
+    outcome: dict[str, Any] = oneshot(request, cmd, PROFILE_TIMEOUT_S, tag="profile")
+    written = Path(str(outcome.get("workdir") or tmp)) / ".ncu.csv"
+    if not written.is_file() and Path(f"{written}.log").is_file():
+        written = Path(f"{written}.log")
+    return outcome, _read_worker_file(written)
 
 
 def _safe(text: str) -> str:

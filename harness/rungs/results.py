@@ -11,7 +11,7 @@ result              made by           read by
 ``Timings``         benchmark         roofline, profile, trace; the verdict
 ``Roofline``        roofline          the verdict (``summary``, ``performance``)
 ``DumpReport``      dumps             the verdict
-``ProfileReport``   profile           the verdict
+``ProfileReport``   profile           isa; the verdict
 ``TraceReport``     trace             the verdict
 ==================  ================  ========================================
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..perf.isa import Executed
     from .checks import CallRecord
 
 T = TypeVar("T")
@@ -113,7 +114,18 @@ class Timings:
         return next((s for s in self.shapes if s.shape == shape), None)
 
     def performance(self) -> dict[str, Any]:
-        keys = ("label", "candidate", "reference", "reference_compiled", "speedup", "l2", "mode")
+        keys = (
+            "label",
+            "candidate",
+            "reference",
+            "reference_compiled",
+            "library",
+            "speedup",
+            "speedup_vs_compiled",
+            "speedup_vs_library",
+            "l2",
+            "mode",
+        )
         return {"benchmark": [{k: s.record.get(k) for k in keys} for s in self.shapes]}
 
 
@@ -156,6 +168,7 @@ class DumpReport:
 @dataclass(frozen=True)
 class ProfileReport:
     summary: dict[str, Any]
+    executed: Executed | None = None  # what the hot kernel executed (``perf/isa.py``)
 
     def performance(self) -> dict[str, Any]:
         return {"profile": self.summary}

@@ -279,7 +279,7 @@ class Workers:
             return
         try:
             self._ahead[role] = self._open_session(tag=role)
-        except Exception:
+        except Exception:  # left to aux, which opens it again and reports why
             return
 
     def is_open(self, role: str) -> bool:

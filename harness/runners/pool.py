@@ -389,7 +389,7 @@ class PoolRunner:
 
     def emit(self, event: PoolEvent) -> None:
         if self.on_event is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # the caller's hook must not lose a job
                 self.on_event(event)
 
     def deadline_for(self, options: RunOptions) -> float:

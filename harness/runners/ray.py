@@ -234,7 +234,7 @@ class RayRunner:
             if now - submitted > deadline + 600:
                 try:
                     ray.cancel(ref, force=True)
-                except Exception:
+                except Exception:  # the task may have finished meanwhile
                     pass
 
     def _outcome(

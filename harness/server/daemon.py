@@ -242,7 +242,7 @@ class CheckServer:
 
     def _log(self, message: str) -> None:
         stamp = time.strftime("%H:%M:%S")
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a log line must not take the server down
             sys.__stderr__.write(f"{stamp} check server: {message}\n")  # type: ignore[union-attr]
             sys.__stderr__.flush()  # type: ignore[union-attr]
 
@@ -470,7 +470,7 @@ def _applied(request: _Request) -> Iterator[None]:
         yield
     finally:
         for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # a client gone away: nothing to flush to
                 stream.flush()
         sys.stdout, sys.stderr = saved_streams
         os.environ.clear()

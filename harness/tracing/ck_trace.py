@@ -51,7 +51,6 @@ MARK_SHIFT = 32
 MARK_MASK = (1 << 30) - 1  # event tags carry (nonce & MARK_MASK) << MARK_SHIFT
 WARP = 0
 CTA = 1
-_GRANULARITIES = {"warp": WARP, "cta": CTA}
 
 _collected: list[dict[str, Any]] = []
 _empty: dict[str, Any] = {}
@@ -176,13 +175,6 @@ def take() -> list[dict[str, Any]]:
 
 def reset() -> None:
     _collected.clear()
-
-
-def granularity_code(granularity: str) -> int:
-    try:
-        return _GRANULARITIES[granularity]
-    except KeyError:
-        raise ValueError(f"granularity must be 'warp' or 'cta', not {granularity!r}") from None
 
 
 def __getattr__(attr: str) -> Any:

@@ -348,10 +348,10 @@ def sm_clock_mhz() -> float | None:
             bus = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
             try:
                 handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
-            except Exception:
+            except Exception:  # NVML's errors vary by driver: its device 0 then
                 handle = None
         if handle is None:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         return float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
-    except Exception:
+    except Exception:  # pynvml missing, no driver, or no clock: unknown
         return None

@@ -165,7 +165,7 @@ class ProtonSession:
         if hasattr(pl, "enable_semantic"):
             try:
                 pl.enable_semantic("triton")  # Triton 3.5+: only Gluon is instrumented by default
-            except Exception:
+            except Exception:  # a Triton that instruments Triton anyway
                 pass
         mode: Any = None
         mode_module = getattr(proton, "mode", None)
@@ -196,7 +196,7 @@ def neutralize_under_interpreter() -> bool:
     Returns whether anything was patched."""
     try:
         import triton.profiler.language as pl
-    except Exception:
+    except Exception:  # a Triton without Proton: nothing to patch
         return False
 
     def enter_scope(name: Any, _semantic: Any = None) -> None:

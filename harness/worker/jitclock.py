@@ -40,8 +40,8 @@ def _notify(event: str) -> None:
     if send is not None:
         try:
             send({"stage": "compile", "event": event})
-        except Exception:
-            pass  # a closed channel ends the worker elsewhere
+        except Exception:  # a note only: a closed channel ends the worker elsewhere
+            pass
 
 
 def phase(fn: Callable[..., Any]) -> Callable[..., Any]:

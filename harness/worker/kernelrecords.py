@@ -103,7 +103,7 @@ def _from_kineto(results: Any) -> list[KernelRecord]:
         if getter is not None:
             try:
                 activity = str(getter()).lower()
-            except Exception:
+            except Exception:  # torch's binding may refuse some events: counted as work
                 activity = ""
         if activity and not any(a in activity for a in _GPU_ACTIVITIES):
             continue  # a GPU-side user annotation, not work

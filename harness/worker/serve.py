@@ -233,13 +233,13 @@ class Worker:
         if self.torch_compile:  # before the snapshot and the guards (harness/worker/compiled.py)
             try:
                 prepare_torch_compile(backend, self.counter, self.device)
-            except Exception:
+            except Exception:  # dynamo or inductor failing to load: torch.compile's hooks stay off
                 self.torch_compile = False
         # filelock (torch and triton import it lazily) adds a process-wide audit hook at
         # import: imported before the guard, it is the harness's, not the candidate's
         try:
             import filelock  # noqa: F401
-        except Exception:
+        except Exception:  # filelock missing or broken: no audit hook of its own to pre-empt
             pass
         for name in req.get("snapshot_imports") or []:
             try:  # another backend the candidate mentions: what it could patch is snapshotted
@@ -766,7 +766,7 @@ def _driver_version() -> str | None:
         pynvml.nvmlInit()
         version = pynvml.nvmlSystemGetDriverVersion()
         return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:
+    except Exception:  # pynvml missing or no driver: /proc's version file is read next
         pass
     try:
         with open("/proc/driver/nvidia/version") as fh:
@@ -835,7 +835,7 @@ def exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:
+        except Exception:  # best effort: a closed stream must not stop the exit
             pass
     os._exit(code)
 

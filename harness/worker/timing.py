@@ -25,7 +25,9 @@ snapshot. The protocol (``bench``), per timed call:
 Before the timed loop a few calls are made under the GPU's kernel records (``witness.py``):
 the second timer, and a check of the lead (a launch the GPU waited for lengthens it).
 Stop when the median's 95% CI is within ``rel_ci`` or the wall budget is spent
-(``benchstats.StopRule``; the budget scales with the first timed calls' wall time). The persisting-L2 limit is set to 0 before timing and read
+(``benchstats.StopRule``; the budget scales with the first timed calls' wall time), never
+before ``MIN_TIMED_SAMPLES`` counted calls (the report's ``floor`` says when the budget ran
+out first). The persisting-L2 limit is set to 0 before timing and read
 back after. NVML (SM clock, power, throttle reasons) is sampled with every measurement.
 ``mode="graph"`` times replays of a CUDA graph of the call instead.
 """
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from typing import Any
 
 import torch
 
-from ..perf.benchstats import StopRule, quantile
+from ..perf.benchstats import MIN_TIMED_SAMPLES, StopRule, quantile
 from . import witness
 
 # captured before any candidate code runs
@@ -128,7 +129,7 @@ class Nvml:
             for candidate in (text, "GPU-" + text):
                 try:
                     return pynvml.nvmlDeviceGetHandleByUUID(candidate)
-                except Exception:
+                except Exception:  # NVML's errors vary by driver: the next form, then the index
                     continue
         return pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
 
@@ -145,7 +146,7 @@ class Nvml:
         ):
             try:
                 out[key] = fn()
-            except Exception:
+            except Exception:  # a board that does not report this: left out
                 continue
         mask = None
         for name in (
@@ -158,7 +159,7 @@ class Nvml:
             try:
                 mask = int(getter(h))
                 break
-            except Exception:
+            except Exception:  # a driver without this query: the older name next
                 continue
         if mask is not None:
             out["throttle_mask"] = mask
@@ -178,7 +179,7 @@ class Nvml:
         ):
             try:
                 out[key] = fn()
-            except Exception:
+            except Exception:  # a board that does not report this: left out
                 continue
         return out
 
@@ -531,6 +532,7 @@ class Bench:
         loop_walls: list[float] = []
         lead_start_s = self.lead_s
         uncovered = {"dropped": 0, "counted": 0}
+        floor: dict[str, Any] = {"min_runs": MIN_TIMED_SAMPLES}
         while stop is None:
             t_iter = _perf_counter()
             inputs = make(index)
@@ -554,7 +556,10 @@ class Bench:
             loop_walls.append(_perf_counter() - t_iter)
             if len(loop_walls) == StopRule.SCALE_AFTER:  # the wall budget scales with the call
                 rule = rule.scaled(quantile(sorted(loop_walls), 0.5))
-            stop = rule.done(events, _perf_counter() - started)
+            elapsed = _perf_counter() - started
+            if "budget_spent_at" not in floor and rule.short_of_floor(len(events), elapsed):
+                floor["budget_spent_at"] = len(events)  # timed on to the floor all the same
+            stop = rule.done(events, elapsed)
             if len(events) % 25 == 0:
                 clocks.take()
         clocks.take()
@@ -587,6 +592,7 @@ class Bench:
             "clocks": clocks.summary(),
             "kept": sorted(kept.outputs()),
             "rule": rule.as_dict(),
+            "floor": floor,
         }
         if seen is not None:
             report["witness"] = witness.compare(seen, quantile(sorted(events), 0.5))
@@ -682,16 +688,6 @@ def escape_findings(report: dict[str, Any]) -> dict[str, Any]:
         "wall_limit_ms": wall_limit,
         "inclusive_ms": inclusive,
     }
-
-
-def gpu_busy_note(l2: str) -> str:
-    if l2 == "flush":
-        return "L2 flushed before every call; the flush keeps the GPU busy while the call launches"
-    return "L2 not flushed (hot); a spin kernel keeps the GPU busy while the call launches"
-
-
-def nan_safe(value: float) -> float | None:
-    return None if value is None or math.isnan(value) or math.isinf(value) else value
 
 
 __all__ = [

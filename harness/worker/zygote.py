@@ -69,7 +69,7 @@ def _backend(name: str) -> Any:
         from ..backends import get_backend
 
         return get_backend(name) if name else None
-    except Exception:
+    except KeyError:  # a backend this harness does not know: no template imports
         return None
 
 
@@ -81,7 +81,7 @@ def _preimport(backend: Any) -> dict[str, float]:
         t0 = time.perf_counter()
         try:
             importlib.import_module(name)
-        except Exception:
+        except Exception:  # an optional package failing to import: the worker finds out
             continue
         took[name] = round(time.perf_counter() - t0, 4)
     return took
@@ -94,7 +94,7 @@ def _warm_backend(backend: Any) -> dict[str, float]:
     t0 = time.perf_counter()
     try:
         backend.warm_template()
-    except Exception:
+    except Exception:  # a warm-up only: the worker does the work itself
         return {}
     return {backend.name: round(time.perf_counter() - t0, 4)}
 
@@ -303,7 +303,7 @@ def _seed_worker(backend: Any) -> None:
         return
     try:
         backend.seed_worker()
-    except Exception:
+    except Exception:  # a failure costs only the time the seed saves
         pass
 
 
@@ -335,7 +335,7 @@ def _reset_process(template: Template, request: dict[str, Any], workdir: str) ->
     if numpy is not None:
         try:
             numpy.random.seed()
-        except Exception:
+        except Exception:  # best effort: a broken numpy fails the candidate that uses it
             pass
     for name in ("SIGCHLD", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM"):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -387,7 +387,7 @@ def _cuda_initialized() -> bool:
     torch = sys.modules.get("torch")
     try:
         return bool(torch is not None and torch.cuda.is_initialized())
-    except Exception:
+    except Exception:  # a torch whose CUDA module cannot answer has no context
         return False
 
 

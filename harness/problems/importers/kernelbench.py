@@ -313,7 +313,7 @@ def _meta_elements(module: Any, sizes: ModuleSizes, shape: dict[str, Any]) -> in
             model = module.Model(*init)
         total = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
         return total + sum(p.numel() for p in model.parameters())
-    except Exception:
+    except Exception:  # the problem's own code may raise anything on the meta device
         return None
     finally:
         sizes.apply({})

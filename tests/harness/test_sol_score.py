@@ -1,0 +1,116 @@
+"""The gap to the best known implementation (``harness/perf/baselines.py``): the SOL score's
+arithmetic, which problems have a library path and whether the reference is it, the skip
+without a GPU, and the verdict's summary carrying it all.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.perf import baselines
+from harness.perf.baselines import library_baseline, problem_kind, sol_score
+from harness.rungs.benchmark import _library_entry
+from harness.rungs.ladder import summarize
+from harness.rungs.results import Earlier, Roofline, ShapeTiming, Timings
+from harness.verdict import PerformanceSummary, Verdict
+
+
+def test_sol_is_the_share_of_the_baseline_to_roofline_gap_closed() -> None:
+    half = sol_score(1.5, {"library": 2.0, "compiled": None}, 1.0)
+    assert half.score == pytest.approx(0.5) and half.baseline == "library"
+    assert "closes 50% of the gap" in half.reason
+    assert sol_score(1.0, {"library": 2.0}, 1.0).score == pytest.approx(1.0)  # at the roofline
+    assert sol_score(2.0, {"library": 2.0}, 1.0).score == pytest.approx(0.0)  # at the baseline
+    slower = sol_score(3.0, {"library": 2.0}, 1.0)
+    assert slower.score == pytest.approx(-1.0) and "slower than the library" in slower.reason
+
+
+def test_sol_takes_the_better_baseline() -> None:
+    best = sol_score(1.5, {"library": 2.0, "compiled": 1.75}, 1.0)
+    assert best.baseline == "compiled" and best.score == pytest.approx(0.25 / 0.75)
+
+
+@pytest.mark.parametrize(
+    ("cand", "bases", "roof", "words"),
+    [
+        (1.5, {"library": 0.9}, 1.0, "already meets the roofline"),
+        (1.5, {"library": 1.0}, 1.0, "already meets the roofline"),
+        (1.5, {"library": None, "compiled": float("nan")}, 1.0, "no baseline was timed"),
+        (None, {"library": 2.0}, 1.0, "candidate was not timed"),
+        (1.5, {"library": 2.0}, None, "no roofline time"),
+    ],
+)
+def test_sol_is_undefined_with_a_reason(
+    cand: float | None, bases: dict[str, float | None], roof: float | None, words: str
+) -> None:
+    found = sol_score(cand, bases, roof)
+    assert found.score is None and words in found.reason
+
+
+def test_problem_kinds_from_the_reference_ops() -> None:
+    assert problem_kind(["aten::mm.out", "aten::add"]) == "gemm"
+    assert problem_kind(["aten::addmm"]) == "gemm"
+    assert problem_kind(["aten::convolution", "aten::relu"]) == "conv"
+    assert problem_kind(["aten::scaled_dot_product_attention"]) == "attention"
+    assert problem_kind(["aten::bmm", "aten::_softmax", "aten::bmm"]) == "attention"
+    assert problem_kind(["aten::mm", "aten::_softmax"]) == "gemm"  # not batched: a GEMM
+    assert problem_kind(["aten::add", "aten::_softmax"]) is None
+    assert problem_kind([]) is None
+
+
+def test_the_library_baseline_is_the_reference_only_when_it_calls_the_library() -> None:
+    gemm = library_baseline("gemm", ["aten::mm"], "cuda")
+    assert gemm.subject == "reference" and "cuBLAS" in gemm.reason
+    sdpa = library_baseline("attention", ["aten::scaled_dot_product_attention"], "cuda")
+    assert sdpa.subject == "reference"
+    handmade = library_baseline("attention", ["aten::bmm", "aten::_softmax"], "cuda")
+    assert handmade.subject is None and "does not call scaled_dot_product_attention" in (
+        handmade.reason
+    )
+    none = library_baseline(None, ["aten::add"], "cuda")
+    assert none.kind is None and "no library baseline" in none.reason
+
+
+def test_without_a_gpu_the_library_baseline_is_skipped_with_the_reason() -> None:
+    skipped = library_baseline("gemm", ["aten::mm"], "cpu")
+    assert skipped.subject is None and "needs a GPU" in skipped.reason and "cpu" in skipped.reason
+    record: dict[str, object] = {"reference": {"median_ms": 2.0}, "speedup": 1.5}
+    _library_entry(record, skipped)
+    assert record["library"] == {"kind": "gemm", "path": "cuBLAS/cuBLASLt", "why": skipped.reason}
+    assert "speedup_vs_library" not in record
+
+
+def _timed(record: dict[str, object]) -> Timings:
+    base = {"label": "m=4096", "shape": {"m": 4096}, "candidate": {"median_ms": 1.5}}
+    return Timings([ShapeTiming.from_record({**base, **record})])
+
+
+def test_the_verdict_summary_carries_the_speedups_and_the_sol() -> None:
+    record: dict[str, object] = {
+        "reference": {"median_ms": 2.0},
+        "reference_compiled": {"median_ms": 1.8},
+        "speedup": 2.0 / 1.5,
+        "speedup_vs_compiled": 1.8 / 1.5,
+    }
+    _library_entry(record, library_baseline("gemm", ["aten::mm"], "cuda"))
+    assert record["speedup_vs_library"] == pytest.approx(2.0 / 1.5)
+    roof = Roofline(100.0 * 1.0 / 1.5, "compute", "", "m=4096", {}, [])  # roofline at 1 ms
+    summary = summarize(Earlier(_timed(record), roof))
+    assert summary is not None
+    assert summary.sol == pytest.approx((1.8 - 1.5) / (1.8 - 1.0))  # compiled is better
+    assert summary.sol_baseline == "compiled"
+    assert summary.speedup_vs_library == pytest.approx(2.0 / 1.5)
+    assert summary.speedup_vs_compiled == pytest.approx(1.2)
+    again = PerformanceSummary.from_json(summary.to_json())
+    assert again == summary
+    verdict = Verdict(True, "p", "native", "c.py", "triton", "cuda", False, [], summary=summary)
+    assert "vs the best known implementation: SOL 0.38" in verdict.feedback()
+
+
+def test_no_sol_for_a_problem_without_a_library_path() -> None:
+    summary = summarize(Earlier(_timed({"reference": {"median_ms": 2.0}, "speedup": 1.3})))
+    assert summary is not None and summary.sol is None and summary.sol_note is None
+    assert PerformanceSummary.from_json({"time_ms": 1.0, "shape": "s"}) == PerformanceSummary(
+        "s", 1.0
+    )
+    assert baselines.LIBRARY_PATH.keys() == {"gemm", "conv", "attention"}
