@@ -221,9 +221,17 @@ class Config:
         return cls(name, index, settings)
 
 
+# modules whose upper-case constants shape the ranking besides ``search``'s own; a
+# configuration names them qualified (``lexical.FILE_BY_BODY``)
+RANKING_MODULES = ("lexical", "pathrank", "querytext", "errortext", "hubs")
+
+
 def settable(searcher: Any) -> dict[str, tuple[Any, str]]:
     """Every setting a configuration may change: the searcher's weights fields, its
-    public scalar attributes, and the search module's upper-case constants."""
+    public scalar attributes, the search module's upper-case constants, and those of
+    the other ranking modules (``RANKING_MODULES``), qualified by the module's name."""
+    import importlib
+
     from . import search as search_module
 
     out: dict[str, tuple[Any, str]] = {}
@@ -237,7 +245,17 @@ def settable(searcher: Any) -> dict[str, tuple[Any, str]]:
     for attr, value in vars(search_module).items():
         if attr.isupper() and isinstance(value, bool | int | float | str):
             out.setdefault(attr, (search_module, attr))
+    for name in RANKING_MODULES:
+        module = importlib.import_module(f"{__package__}.{name}")
+        for attr, value in vars(module).items():
+            if attr.isupper() and attr != "TYPE_CHECKING" and _scalar(value):
+                out.setdefault(f"{name}.{attr}", (module, attr))
     return out
+
+
+def _scalar(value: Any) -> bool:
+    """A constant a configuration can set from ``key:value`` (not a schema or a table)."""
+    return isinstance(value, bool | int | float) or (isinstance(value, str) and "\n" not in value)
 
 
 def _coerce(key: str, text: str, current: Any) -> Any:

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 FIELDS = ("body", "head", "file")
 BM25_PARAMS = {"body": (1.2, 0.75), "head": (1.2, 0.3), "file": (1.2, 0.75)}
 FORMAT = 3  # 1: bm25s models; 2: precomputed weights (no incremental update)
+# a file's ``file`` entry is the chunk of it whose body matches the query best, so a
+# question about a file's later section is not answered by its opening (False: the
+# first chunk, what a lost float32 tiebreak gave before)
+FILE_BY_BODY = True
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS terms(id INTEGER PRIMARY KEY, term TEXT UNIQUE NOT NULL);
@@ -496,9 +500,16 @@ class LexicalIndex:
                 scores = np.where(allowed, scores, 0.0)
             if field == "file":
                 # one entry per file: its best chunk by body score, in file-score order
-                key = scores + 1e-6 * body / (float(body.max(initial=0.0)) + 1.0)
-                matched = np.flatnonzero(key > 0)
-                order = matched[np.argsort(-key[matched], kind="stable")]
+                matched = np.flatnonzero(scores > 0)
+                key = scores[matched]
+                if FILE_BY_BODY:
+                    # the body score breaks the tie between a file's chunks in float64:
+                    # added to the float32 file score, it was below that score's
+                    # precision and lost, and the file's first chunk stood in for it
+                    # whatever the question asked
+                    best_body = float(body.max(initial=0.0)) + 1.0
+                    key = key.astype(np.float64) + 1e-6 * body[matched] / best_body
+                order = matched[np.argsort(-key, kind="stable")]
                 # each file's first position in that order, in order
                 _, first = np.unique(self.file_of[order], return_index=True)
                 best = order[np.sort(first)[:depth]]

@@ -38,7 +38,8 @@ SHORT = {
     multiple=True,
     metavar="NAME=key:value,...",
     help="Another configuration on the same queries: search settings (fusion weights, "
-    "Searcher attributes, search-module constants; see --settings), index:DIR, "
+    "Searcher attributes, search-module constants, other ranking modules' as "
+    "lexical.NAME; see --settings), index:DIR, "
     "rerank:true. Repeatable; one named 'base' replaces the default.",
 )
 @click.option(

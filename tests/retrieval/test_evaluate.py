@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ctxkernel import Workspace
+from ctxkernel import lexical as lexical_module
 from ctxkernel import search as search_module
 from ctxkernel.evaluate import Config, Target, applied, load_query_sets, score
 
@@ -178,6 +179,12 @@ def test_eval_config_settings_reach_the_searcher_and_are_restored(
 
     listed = run_cli("eval", str(dev), "--settings")
     assert "dense = " in listed.out and "RRF_K = " in listed.out
+    # the other ranking modules' constants, by their module's name
+    assert "lexical.FILE_BY_BODY = True" in listed.out, listed.out
+    assert "TYPE_CHECKING" not in listed.out and "SCHEMA" not in listed.out
+    with applied(ws.searcher, {"lexical.FILE_BY_BODY": "false"}):
+        assert lexical_module.FILE_BY_BODY is False
+    assert lexical_module.FILE_BY_BODY is True
 
     bad = run_cli("eval", str(dev), "--config", "x=no_such_knob:1")
     assert bad.code == 2 and "unknown setting 'no_such_knob'" in bad.err

@@ -186,3 +186,31 @@ def test_chunking_in_worker_processes_gives_the_serial_result(
     workers = set(pids.read_text().split())
     assert workers and str(os.getpid()) not in workers
     assert snapshot(parallel_ws) == snapshot(serial_ws)
+
+
+def test_a_file_entry_stands_in_by_its_best_chunk_not_its_first(tmp_path: Path) -> None:
+    """The ``file`` ranking lists a file through the chunk whose body matches the query
+    best. It used to add that chunk's body score, over the corpus's best, to the float32
+    file score as a 1e-6 tiebreak: below the score's precision once the file score
+    passes a few units or another file holds the best body match, so the file's first
+    chunk stood in for it whatever the question asked."""
+    words = "cache key hashes source options compile flags"
+    files = {
+        "src/cache.py": [
+            ("", "Kernel cache overview: compiled kernels are cached on disk and reused."),
+            ("save", "def save(kernel, path):\n    write the kernel binary to disk"),
+            ("generate_key", f"def generate_key(options):\n    # {words}\n    return sha256()"),
+            ("load", "def load(path):\n    read the kernel binary back from disk"),
+        ],
+        # a glossary that says every word many times: the corpus's best body match
+        "docs/glossary.md": [("Glossary", f"{words}\n" * 30)],
+        "docs/other.md": [("Other", "Unrelated words about layouts and swizzles.")],
+    }
+    cache = _cache(tmp_path, files, "f")
+    index = cache.bm25()
+    for repeat in (1, 8):  # a repeated word weighs each time: file scores of ~2 and ~20
+        query = tokenize(f"{words} " * repeat)
+        rows = [row for row, _ in index.rank_scored(query, 5)["file"]]
+        chunks = cache.chunks_by_rows(rows)
+        stand_in = next(chunks[r] for r in rows if chunks[r].path == "src/cache.py")
+        assert stand_in.symbol == "generate_key", (repeat, stand_in.symbol)
