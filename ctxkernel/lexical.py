@@ -119,20 +119,33 @@ def terms_of(chunk: Chunk) -> ChunkTerms:
 
 
 class TermIds:
-    """Term -> id for one corpus (the ``terms`` table), memoised for the run."""
+    """Term -> id for one corpus (the ``terms`` table), memoised for the run.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    ``absent_too`` remembers the terms the table lacks as well, for a reader bound to one
+    build of the index: a term added later has an id past that build's terms, which its
+    scores leave out anyway, and a search asks for the same query words a few times per
+    field and corpus."""
+
+    def __init__(self, db: sqlite3.Connection, *, absent_too: bool = False) -> None:
         self.db = db
         self.known: dict[str, int] = {}
         self._next: int | None = None
+        self._absent: set[str] | None = set() if absent_too else None
 
     def lookup(self, terms: Iterable[str]) -> dict[str, int]:
         """Ids of the terms the corpus has (unknown ones are left out)."""
-        wanted = [t for t in dict.fromkeys(terms) if t not in self.known]
+        absent = self._absent
+        wanted = [
+            t
+            for t in dict.fromkeys(terms)
+            if t not in self.known and (absent is None or t not in absent)
+        ]
         for start in range(0, len(wanted), 500):
             part = wanted[start : start + 500]
             q = f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})"
             self.known.update((t, int(i)) for t, i in self.db.execute(q, part))
+        if absent is not None:
+            absent.update(t for t in wanted if t not in self.known)
         return {t: self.known[t] for t in terms if t in self.known}
 
     def assign(self, terms: Iterable[str]) -> dict[str, int]:
@@ -332,6 +345,8 @@ class LexicalIndex:
     _norms: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # ``_norm``
     # field -> (query key, scores) of the last ``scores`` call
     _last_scores: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict, repr=False)
+    _n_files: int | None = dataclasses.field(default=None, repr=False)
+    _openings: Any = dataclasses.field(default=None, repr=False)  # file -> its first position
 
     @staticmethod
     def build(directory: Path, db: sqlite3.Connection, term_ids: TermIds) -> int:
@@ -465,6 +480,31 @@ class LexicalIndex:
             cached = self._norms[field] = k1 * (1 - b + b * f.length / avg)
         return cached
 
+    def _file_floor(self, scores: Any, matched: Any, depth: int) -> float:
+        """The ``depth``-th best file score among the files of the ``matched`` chunk
+        positions (``scores`` holds each chunk's file score), 0.0 when there are no more
+        files than that: a chunk scoring below it belongs to a file that cannot lead."""
+        import numpy as np
+
+        if self._n_files is None:
+            self._n_files = int(self.file_of.max(initial=-1)) + 1
+        per_file = np.zeros(self._n_files, dtype=scores.dtype)
+        per_file[self.file_of[matched]] = scores[matched]  # a file's chunks share its score
+        held = per_file[per_file > 0]
+        if len(held) <= depth:
+            return 0.0
+        return float(np.partition(held, len(held) - depth)[len(held) - depth])
+
+    def _opening_of(self) -> Any:
+        """Each file's first chunk position (its opening), computed once."""
+        import numpy as np
+
+        if self._openings is None:
+            files, first = np.unique(self.file_of, return_index=True)
+            self._openings = np.zeros(int(files.max(initial=-1)) + 1, dtype=np.int64)
+            self._openings[files] = first
+        return self._openings
+
     def rank(self, tokens: list[str], depth: int, allowed: Any = None) -> dict[str, list[int]]:
         """Cache rows ranked by each field; ``allowed`` is a boolean mask over chunk positions."""
         return {
@@ -478,6 +518,7 @@ class LexicalIndex:
         depth: int,
         allowed: Any = None,
         weights: dict[str, dict[str, float]] | None = None,
+        opening: float = 0.0,
     ) -> dict[str, list[tuple[int, float]]]:
         """(cache row, BM25 score) ranked by each field, best first; ``allowed`` is a
         boolean mask over chunk positions, ``weights`` per field and token scale the
@@ -485,7 +526,9 @@ class LexicalIndex:
         merged by (see ``Searcher``).
 
         The ``file`` ranking lists each matching file once, through its best chunk by body
-        score, with the file's score.
+        score, with the file's score; with ``opening`` (a question asking for a whole
+        file), through its first chunk unless the best one's body score is at least
+        ``opening`` times the first's.
         """
         import numpy as np
 
@@ -509,10 +552,23 @@ class LexicalIndex:
                     # whatever the question asked
                     best_body = float(body.max(initial=0.0)) + 1.0
                     key = key.astype(np.float64) + 1e-6 * body[matched] / best_body
+                # most chunks of a corpus match some word of a long question: only the
+                # chunks of the ``depth`` best files can lead, so only those are sorted
+                # (the same order: a file's key is at least its file score)
+                near = key >= self._file_floor(scores, matched, depth)
+                if not near.all():
+                    matched, key = matched[near], key[near]
                 order = matched[np.argsort(-key, kind="stable")]
                 # each file's first position in that order, in order
                 _, first = np.unique(self.file_of[order], return_index=True)
                 best = order[np.sort(first)[:depth]]
+                if opening > 0:
+                    # a file asked for as a whole: its opening (what the file is) stands
+                    # in, unless a later chunk matches the question ``opening`` times
+                    # better (a question that describes that part)
+                    opens = self._opening_of()[self.file_of[best]]
+                    use = (scores[opens] > 0) & (body[best] < opening * body[opens])
+                    best = np.where(use, opens, best)
                 out[field] = list(zip(self.rows[best].tolist(), scores[best].tolist(), strict=True))
                 continue
             n = min(depth, int((scores > 0).sum()))

@@ -87,3 +87,17 @@ def seeks_file(query: str) -> bool:
     implementation of something), not for the passage that explains a point; a mention
     of a tutorial alone ("in the matmul tutorial, why ...") is a question about it."""
     return _SEEKS_FILE.search(query) is not None and not _ERROR_WORD.search(query)
+
+
+_CODE_NAME = re.compile(r"_|::|^\.|[A-Za-z_]\.[A-Za-z_]")
+
+
+def names_code(query: str) -> bool:
+    """The query spells a name the way code does: with an underscore, ``::``, a dot
+    between names or in front of one (``make_tiled_copy``, ``cute.compile``,
+    ``.reqntid``). Product and concept names (``DeepSeek``, ``GEMM``, ``CuTeDSL``,
+    ``V3.2``) do not count: a question naming only those asks about a topic, not about
+    a particular piece of code."""
+    from .tokenize import identifiers
+
+    return any(_CODE_NAME.search(name) for name in identifiers(query))

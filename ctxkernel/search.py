@@ -183,6 +183,9 @@ class Searcher:
             bare = errortext.maybe_bare(query)
         example = querytext.wants_example(query)
         whole_file = querytext.seeks_file(query)  # an example to start from, not a passage
+        # a file asked for as a whole, by a question naming no code: the files the
+        # whole-file ranking finds stand in by their openings (``FILE_OPENING``)
+        opening = FILE_OPENING if whole_file and not querytext.names_code(query) else 0.0
         teach = (
             TEACH_BOOST != 1.0
             and querytext.asks_how(query)
@@ -199,7 +202,9 @@ class Searcher:
             by_field: dict[str, list[tuple[float, str, int]]] = {}
             shared = _shared_idf(caches, tokens) if len(caches) > 1 else {}
             for name, cache in caches.items():
-                scored_fields = _lexical_scored(cache, tokens, depth, filters, shared.get(name))
+                scored_fields = _lexical_scored(
+                    cache, tokens, depth, filters, shared.get(name), opening
+                )
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
             if (message or bare) and mode == "hybrid":
@@ -381,6 +386,10 @@ SENTENCE_BODY = 1.0  # ... times this for a sentence's body BM25 list
 SENTENCE_DENSE = 1.0  # ... and this for its dense list
 SENTENCE_MIN_QUERY_WORDS = 25  # a question this long is also searched sentence by sentence
 PATH_BEST_CHUNK = True  # path hits stand in by the file's best chunk for the query
+# a question asking for a whole file (``querytext.seeks_file``) that names no code: a file
+# of the whole-file ranking stands in by its opening unless a later chunk's body score is
+# at least this many times the opening's (0: off, the best chunk always)
+FILE_OPENING = 2.0
 # a question in words: the material that teaches (tutorials, guides, docs, examples)
 TEACHING_KINDS = frozenset({"tutorial", "doc", "example"})
 TEACH_BOOST = 1.0  # its score for such a question (1.0: off)
@@ -496,8 +505,10 @@ def _lexical_scored(
     depth: int,
     filters: Filters,
     weights: dict[str, dict[str, float]] | None = None,
+    opening: float = 0.0,
 ) -> dict[str, list[tuple[int, float]]]:
-    """(row, BM25 score) ranked by each lexical field; ``weights`` from ``_shared_idf``."""
+    """(row, BM25 score) ranked by each lexical field; ``weights`` from ``_shared_idf``,
+    ``opening`` as ``LexicalIndex.rank_scored`` takes it."""
     import numpy as np
 
     index = cache.bm25()
@@ -509,7 +520,9 @@ def _lexical_scored(
     mask = None
     if allowed is not None:
         mask = np.isin(index.rows, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-    ranked: dict[str, list[tuple[int, float]]] = index.rank_scored(tokens, depth, mask, weights)
+    ranked: dict[str, list[tuple[int, float]]] = index.rank_scored(
+        tokens, depth, mask, weights, opening=opening
+    )
     return ranked
 
 
@@ -565,16 +578,18 @@ def _best_chunk_of_files(
     if index is None or not tokens or not len(index.rows):
         return ranked
     body = index.scores("body", tokens)
+    wanted = np.fromiter((row for _, row in ranked), np.int64, count=len(ranked))
+    where = np.flatnonzero(np.isin(index.rows, wanted))
+    file_of_row = dict(zip(index.rows[where].tolist(), index.file_of[where].tolist(), strict=True))
+    # only the ranked files' chunks: a long question's words match most of a corpus
     matched = np.flatnonzero(body > 0)
+    matched = matched[np.isin(index.file_of[matched], index.file_of[where])]
     if not len(matched):
         return ranked
     # each file's best matching chunk: the first of its chunks in (file, -score) order
     order = matched[np.lexsort((-body[matched], index.file_of[matched]))]
     files, first = np.unique(index.file_of[order], return_index=True)
     best_of = dict(zip(files.tolist(), index.rows[order[first]].tolist(), strict=True))
-    wanted = np.fromiter((row for _, row in ranked), np.int64, count=len(ranked))
-    where = np.flatnonzero(np.isin(index.rows, wanted))
-    file_of_row = dict(zip(index.rows[where].tolist(), index.file_of[where].tolist(), strict=True))
     out = []
     for score, row in ranked:
         f = file_of_row.get(row)

@@ -26,10 +26,12 @@ cache, and chroma records the cache does not know are removed at the end of a ru
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -444,10 +446,9 @@ class CorpusCache:
 
     def dense(self) -> Any:
         """The corpus's DenseIndex snapshot, or None (loaded once, reloaded when rebuilt)."""
-        meta = self.dense_dir / "meta.json"
-        if not meta.is_file():
+        mtime = _file_mtime(os.path.join(self.directory, "dense", "meta.json"))
+        if mtime is None:
             return None
-        mtime = meta.stat().st_mtime
         if self._dense is None or mtime != self._dense_mtime:
             self._dense = dense_vectors.DenseIndex.load(self.dense_dir)
             self._dense_mtime = mtime
@@ -551,12 +552,11 @@ class CorpusCache:
     def bm25(self) -> Any:
         """The corpus's LexicalIndex, or None when there is none (in this format) yet;
         loaded once, reloaded when rebuilt."""
-        meta = self.bm25_dir / "meta.json"
-        if not meta.is_file():
+        mtime = _file_mtime(os.path.join(self.directory, "bm25", "meta.json"))
+        if mtime is None:
             return None
-        mtime = meta.stat().st_mtime
         if self._bm25 is None or mtime != self._bm25_mtime:
-            lookup = lexical.TermIds(self.db()).lookup
+            lookup = lexical.TermIds(self.db(), absent_too=True).lookup
             self._bm25, self._bm25_mtime = lexical.LexicalIndex.load(self.bm25_dir, lookup), mtime
         return self._bm25
 
@@ -868,6 +868,19 @@ class Store:
         cache.replace_files(entries, [c for cs in by_path.values() for c in cs])
         cache.build_bm25()
         cache.set_info("generation", record.generation)
+
+
+def _file_mtime(path: str) -> float | None:
+    """The modification time of the regular file at ``path``, None where there is none
+    (``Path.is_file`` then ``stat`` in one call: a search asks for its corpora's snapshots
+    a few dozen times)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return None
+        raise
+    return st.st_mtime if stat.S_ISREG(st.st_mode) else None
 
 
 def _where_in(

@@ -42,7 +42,9 @@ def tree_of(spec: str) -> Path:
     """A folder as it is, else a revision materialised with its tests."""
     if Path(spec).is_dir():
         return Path(spec).resolve()
-    return baseline.materialise(spec, paths=PATHS)
+    commit = baseline.commit_of(spec)  # a folder of its own: a plain baseline lacks tests/
+    dest = Path(tempfile.gettempdir()) / f"ck-verdicts-{commit[:12]}"
+    return baseline.materialise(spec, dest, paths=PATHS)
 
 
 def items_of(tree: Path) -> list[str]:

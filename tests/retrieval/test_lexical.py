@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from ctxkernel import lexical as lexical_module
 from ctxkernel.corpus import Chunk
 from ctxkernel.lexical import BM25_PARAMS, head_text, path_text
 from ctxkernel.store import CorpusCache, FileEntry
@@ -214,3 +216,87 @@ def test_a_file_entry_stands_in_by_its_best_chunk_not_its_first(tmp_path: Path) 
         chunks = cache.chunks_by_rows(rows)
         stand_in = next(chunks[r] for r in rows if chunks[r].path == "src/cache.py")
         assert stand_in.symbol == "generate_key", (repeat, stand_in.symbol)
+
+
+def _file_ranking_by_full_sort(
+    index: Any, tokens: list[str], depth: int, allowed: Any, by_body: bool
+) -> list[tuple[int, float]]:
+    """The ``file`` ranking as it was computed before only the leading files' chunks
+    were sorted: every matching chunk, in (key, position) order, each file's first."""
+    body = index.scores("body", tokens)
+    scores = index.scores("file", tokens)
+    if allowed is not None:
+        scores = np.where(allowed, scores, 0.0)
+    matched = np.flatnonzero(scores > 0)
+    key = scores[matched]
+    if by_body:
+        key = key.astype(np.float64) + 1e-6 * body[matched] / (float(body.max()) + 1.0)
+    order = matched[np.argsort(-key, kind="stable")]
+    _, first = np.unique(index.file_of[order], return_index=True)
+    best = order[np.sort(first)[:depth]]
+    return list(zip(index.rows[best].tolist(), scores[best].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("by_body", [True, False])
+def test_the_file_ranking_sorts_only_the_files_that_can_lead_to_the_same_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, by_body: bool
+) -> None:
+    """A long question's words match most chunks of a corpus, and sorting all of them
+    to list the ``depth`` best files was most of the ranking's time: only the chunks of
+    files scoring at least the ``depth``-th best file score are sorted now. Files that
+    tie (the same text) and a filter mask included, the ranking is the full sort's."""
+    rng = np.random.default_rng(7)
+    vocabulary = [
+        "tma",
+        "load",
+        "mbarrier",
+        "tile",
+        "copy",
+        "swizzle",
+        "layout",
+        "gemm",
+        "warp",
+        "barrier",
+    ]
+    files: dict[str, list[tuple[str, str]]] = {}
+    for f in range(40):
+        pieces = []
+        for c in range(int(rng.integers(1, 6))):
+            words = rng.choice(vocabulary, size=int(rng.integers(3, 12)))
+            pieces.append((f"s{f}_{c}", " ".join(words)))
+        files[f"src/f{f:02d}.py"] = pieces
+    for twin in ("src/twin_a.py", "src/twin_b.py"):  # equal file scores
+        files[twin] = [("", "tma load tile"), ("", "mbarrier copy")]
+    cache = _cache(tmp_path, files, "lead")
+    index = cache.bm25()
+    monkeypatch.setattr(lexical_module, "FILE_BY_BODY", by_body)
+    mask = rng.random(len(index.rows)) < 0.5
+    for query in ("tma load", "tile copy swizzle layout gemm warp", "barrier mbarrier tma"):
+        tokens = tokenize(query)
+        for depth in (1, 3, 10, 100):
+            for allowed in (None, mask):
+                got = index.rank_scored(tokens, depth, allowed)["file"]
+                want = _file_ranking_by_full_sort(index, tokens, depth, allowed, by_body)
+                assert got == want, (query, depth, allowed is None)
+
+
+def test_a_word_the_index_lacked_is_found_once_a_new_build_holds_it(tmp_path: Path) -> None:
+    """A search's reader remembers the words the corpus lacks (it asks for them a few
+    times per search); a later index run that adds one builds a new index, whose reader
+    finds it."""
+    cache = _cache(tmp_path, FILES, "absent")
+    before = cache.bm25()
+    asked: list[str] = []
+    cache.db().set_trace_callback(lambda sql: asked.append(sql) if "FROM terms" in sql else None)
+    assert "zebra" not in before.term_ids(["zebra", "tile"])
+    assert len(asked) == 1
+    assert "zebra" not in before.term_ids(["zebra", "tile"])
+    assert len(asked) == 1  # both remembered: the found one and the absent one
+    cache.db().set_trace_callback(None)
+    (chunk,) = _chunks({"src/zebra.py": [("zebra", "def zebra():\n    stripes")]})["src/zebra.py"]
+    cache.replace_files([FileEntry("src/zebra.py", "h", "", 5)], [chunk])
+    cache.build_bm25()
+    after = cache.bm25()
+    assert after is not before
+    assert "zebra" in after.term_ids(["zebra"])
+    assert after.scores("body", ["zebra"]).max() > 0
