@@ -21,6 +21,7 @@ budget, up to a compile budget per worker (``first_call_timeout_s``, twice over)
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,11 +35,21 @@ from ..worker.jitclock import CompileClock
 from . import channel, cleanup, sandbox, templates
 from .session import Reply, WorkerGone
 from .workerenv import scrubbed_env
+from .workerfiles import read_worker_file, remove_entry, write_fresh
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["LocalSession", "describe_exit", "run_oneshot"]
+
+# ``python -m harness.worker``, but for its path: ``-m`` puts the working directory -- the
+# worker's own folder, where an earlier worker of the same candidate may have left a
+# ``harness`` package, or a module named as one a reference imports -- first on
+# ``sys.path``. The worker puts its folder there itself, right before the candidate.
+WORKER_MAIN = (
+    "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "import runpy; runpy.run_module('harness.worker', run_name='__main__', alter_sys=True)"
+)
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -89,7 +100,7 @@ class LocalSession:
         keep = sandbox.worker_paths(workdir, *keep_paths) if self.isolation.private_tmp else None
         self.walls: dict[str, Any] = {
             "writable": str(workdir),
-            "hidden": sandbox.parent_folders(),
+            "hidden": sandbox.parent_folders([workdir, *keep_paths]),
             "on": list(self.isolation.walls),
         }
         self.started_by = "spawned"
@@ -166,8 +177,8 @@ class LocalSession:
         pid_r, pid_w = os.pipe()
         cmd = [
             python,
-            "-m",
-            "harness.worker",
+            "-c",
+            WORKER_MAIN,
             "--fd-in",
             str(to_worker_r),
             "--fd-out",
@@ -220,12 +231,14 @@ class LocalSession:
         now = time.monotonic()
         if now - self._disk_checked >= DISK_CHECK_EVERY_S:
             self._disk_checked = now
+            # its output too: the logs are files of ours it writes to without limit
             used = _disk_bytes(self.workdir, self.disk_cap)
+            used += sum(_file_bytes(p) for p in (self.stdout_path, self.stderr_path))
             if used > self.disk_cap:
                 self.kill()
                 raise WorkerGone(
-                    f"wrote more than the disk cap into its temp folder ({used / 2**30:.2f} GiB "
-                    f"> {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed",
+                    "wrote more than the disk cap into its temp folder and output "
+                    f"({used / 2**30:.2f} GiB > {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed",
                     self.stderr_tail(),
                     self.proc.returncode,
                 )
@@ -309,6 +322,7 @@ class LocalSession:
             return self.proc.returncode
 
     def kill(self) -> None:
+        kill_worker_first(self.proc, self.worker_pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -345,11 +359,48 @@ class LocalSession:
         return final
 
     def stderr_tail(self, limit: int = 4000) -> str:
-        try:
-            data = self.stderr_path.read_bytes()
+        try:  # its last bytes only: the log is as long as the worker made it
+            with open(self.stderr_path, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - limit))
+                data = fh.read(limit)
         except OSError:
             return ""
-        return data[-limit:].decode(errors="replace")
+        return data.decode(errors="replace")
+
+
+def kill_worker_first(proc: Any, worker_pid: int | None, settle_s: float = 5.0) -> None:
+    """SIGKILL the worker alone, then give its launcher ``settle_s`` to end: the launcher
+    is what ends the rest of the worker's tree (the namespace's init in a namespace mode;
+    in ``none`` mode it is the subreaper that kills every descendant, ``setsid`` ones out
+    of its process group included), which it cannot do once it is killed itself. The
+    caller then kills the launcher's process group, whatever is left of it."""
+    if proc.poll() is not None or not worker_pid or worker_pid == proc.pid:
+        return
+    try:  # a descriptor first, then the check that it is the launcher's child: no PID reuse
+        pidfd = os.pidfd_open(worker_pid)
+    except OSError:
+        return
+    try:
+        if _parent_pid(worker_pid) != proc.pid:
+            return
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        return
+    finally:
+        os.close(pidfd)
+    try:
+        proc.wait(timeout=settle_s)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        return int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _renew(kept: int, reader: bool = True) -> tuple[int, int]:
@@ -376,11 +427,14 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 DISK_CHECK_EVERY_S = 0.5  # how often the watchdog weighs a worker's temp folder
+# what an entry costs at least, whatever it holds: an empty file, a link or a FIFO takes
+# no block but an inode and a directory slot (millions of them exhaust the file system)
+ENTRY_BYTES = 4096
 
 
 def _disk_bytes(root: Path, stop_above: int) -> int:
-    """Bytes allocated under ``root`` (symlinks not followed), counted until past
-    ``stop_above``."""
+    """Bytes allocated under ``root`` (symlinks not followed; each entry at least
+    ``ENTRY_BYTES``), counted until past ``stop_above``."""
     total = 0
     stack = [str(root)]
     while stack:
@@ -394,12 +448,19 @@ def _disk_bytes(root: Path, stop_above: int) -> int:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                total += st.st_blocks * 512
+                total += max(st.st_blocks * 512, ENTRY_BYTES)
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)
         if total > stop_above:
             break
     return total
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return os.stat(path).st_blocks * 512
+    except OSError:
+        return 0
 
 
 def _rss_bytes(pid: int) -> int | None:
@@ -430,9 +491,12 @@ def run_oneshot(
     every timing worker. Returns the exit status, the log paths and the worker's result."""
     import json
 
-    # the worker writes its result beside the request: in its own (writable) folder
+    # the worker writes its result beside the request: in its own (writable) folder, where
+    # an earlier worker of the same candidate may have left a link or a FIFO under either name
     request_path = workdir / f".{tag}.request.json"
-    request_path.write_text(json.dumps(request))
+    result_path = Path(str(request_path) + ".result")
+    remove_entry(result_path)
+    write_fresh(request_path, json.dumps(request))
     out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
     # the wrapper (a profiler) runs inside the walls: what it writes goes to the worker's
     # own folder, named in its arguments as {workdir}
@@ -440,8 +504,8 @@ def run_oneshot(
     cmd = [
         *wrapper,
         options.python or sys.executable,
-        "-m",
-        "harness.worker",
+        "-c",
+        WORKER_MAIN,
         "--workdir",
         str(workdir),
         "--device",
@@ -469,7 +533,7 @@ def run_oneshot(
                 if isolation.private_tmp and mode != "none"
                 else None,
                 writable=str(workdir),
-                hidden=sandbox.parent_folders(),
+                hidden=sandbox.parent_folders([workdir, *keep_paths]),
                 profiler=bool(wrapper),
                 walls_on=isolation.walls,
             ),
@@ -483,24 +547,22 @@ def run_oneshot(
         )
         os.close(pid_w)
         cleanup.track(proc.pid)
-        sandbox.read_pid(pid_r, options.startup_timeout_s)
+        worker_pid = sandbox.read_pid(pid_r, options.startup_timeout_s)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
+            kill_worker_first(proc, worker_pid)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait(timeout=10)
         cleanup.untrack(proc.pid)
-    result_path = Path(str(request_path) + ".result")
-    try:  # the worker wrote it: a regular file of sane size, or nothing
-        if not result_path.is_symlink() and result_path.stat().st_size <= 64 << 20:
-            result = json.loads(result_path.read_text())
-        else:
-            result = None
-    except (OSError, ValueError):
+    data = read_worker_file(result_path, 64 << 20)  # the worker wrote it
+    try:
+        result = json.loads(data) if data is not None else None
+    except ValueError:
         result = None
     return {
         "returncode": proc.returncode,
@@ -515,8 +577,6 @@ def run_oneshot(
 def _tool_dirs(wrapper: Sequence[str]) -> list[str]:
     """The folder of the profiler that wraps a one-shot worker: it runs inside the walls,
     so it must be visible there (a private /tmp would hide one installed under it)."""
-    import shutil
-
     if not wrapper:
         return []
     found = shutil.which(wrapper[0])

@@ -93,14 +93,34 @@ PRIVATE_TMP_OPTIONS = b"mode=1777,size=1g"
 # Capabilities the worker never keeps: mounting (and unmounting our /proc), ptrace and
 # process_vm_readv, raw I/O (/proc/kcore, /dev/mem), modules, BPF and perf (both read
 # other processes' memory), open_by_handle_at, device nodes, kexec, kernel pointers.
+# And what a root worker outside a user namespace would otherwise hold over the machine:
+# the clocks every timing reads (``adjtimex`` slews them by 10%), realtime priority (a
+# spinning child starves the reference's worker) and others' priorities, limits beyond
+# their maximum, the owner, mode, file capabilities and immutability of any file (no
+# landlock right covers them), other users' identities and processes, the host's network
+# interfaces (their ioctls work on any socket, a Unix one included), security modules.
 _DROPPED_CAPS = {
+    "CAP_CHOWN": 0,
     "CAP_DAC_READ_SEARCH": 2,
+    "CAP_FOWNER": 3,
+    "CAP_KILL": 5,
+    "CAP_SETGID": 6,
+    "CAP_SETUID": 7,
+    "CAP_LINUX_IMMUTABLE": 9,
+    "CAP_NET_ADMIN": 12,
     "CAP_SYS_MODULE": 16,
     "CAP_SYS_RAWIO": 17,
     "CAP_SYS_PTRACE": 19,
     "CAP_SYS_ADMIN": 21,
     "CAP_SYS_BOOT": 22,
+    "CAP_SYS_NICE": 23,
+    "CAP_SYS_RESOURCE": 24,
+    "CAP_SYS_TIME": 25,
     "CAP_MKNOD": 27,
+    "CAP_AUDIT_CONTROL": 30,
+    "CAP_SETFCAP": 31,
+    "CAP_MAC_OVERRIDE": 32,
+    "CAP_MAC_ADMIN": 33,
     "CAP_SYSLOG": 34,
     "CAP_PERFMON": 38,
     "CAP_BPF": 39,
@@ -320,19 +340,56 @@ def worker_paths(*extra: object) -> list[str]:
     return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
 
 
-def parent_folders() -> list[str]:
+def parent_folders(own: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
     """The folders this process keeps for itself, out of every worker's view: run records
     (with the agent's state), caches (check-server sockets, reference times, ceilings),
-    the user's configuration."""
+    the user's configuration; and the temp folders of every other check, template, pool
+    or server (``ctxkernel-*``: other candidates, their logs and problems, what the run
+    records will hold), all but those holding one of the paths in ``own`` (the worker's
+    folder, its problem). A namespace mode's private temp folder hides those already."""
+    import contextlib
+
     from ..paths import cache_dir, check_server_dir, config_dir, default_runs_dir
 
     found = []
-    for path in (default_runs_dir(), cache_dir(), config_dir(), check_server_dir()):
+    server = check_server_dir()
+    for path in (default_runs_dir(), cache_dir(), config_dir(), server):
+        # one that does not exist yet could be neither covered nor kept unread, and would
+        # then be open to the workers running when it is made (a batch's first records):
+        # it is made now, empty (the servers' own 0700, as they make it)
+        with contextlib.suppress(OSError):
+            os.makedirs(path, 0o700 if path == server else 0o777, exist_ok=True)
+        found.append(os.path.realpath(path))
+    found += _other_temp_roots([os.path.realpath(p) for p in own])
+    return list(dict.fromkeys(found))
+
+
+TEMP_PREFIX = "ctxkernel-"  # every temp folder the harness makes (cleanup.PREFIXES and more)
+
+
+def _other_temp_roots(own: list[str]) -> list[str]:
+    """The ``ctxkernel-*`` folders in the temp folder, and beside each ``ctxkernel-*``
+    folder that holds one of ``own`` (a pool's checks run inside the pool's folder), that
+    hold none of ``own``."""
+    import tempfile
+
+    places = {os.path.realpath(tempfile.gettempdir())}
+    for path in own:
+        while path not in ("/", ""):
+            parent = os.path.dirname(path)
+            if os.path.basename(path).startswith(TEMP_PREFIX):
+                places.add(parent)
+            path = parent
+    found = []
+    for place in sorted(places):
         try:
-            found.append(os.path.realpath(path))
+            entries = [e for e in os.scandir(place) if e.name.startswith(TEMP_PREFIX)]
         except OSError:
             continue
-    return list(dict.fromkeys(found))
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and not _holds(entry.path, own):
+                found.append(os.path.realpath(entry.path))
+    return found
 
 
 def read_pid(fd: int, timeout_s: float) -> int | None:
@@ -558,7 +615,8 @@ def enter_worker(
     folders (``hidden``) covered, the whole tree read-only but ``writable`` and the
     private temp folders. Every mode: capabilities dropped (the bounding set; the live
     ones too when no exec follows), no new privileges, landlock (writes only beneath
-    ``writable``), the seccomp filter (its socket rules left out for a ``profiler``),
+    ``writable``; in ``none`` mode nothing read of ``hidden`` nor of ``/dev`` but the device
+    nodes), the seccomp filter (its socket and IPC rules left out for a ``profiler``),
     default SIGPIPE/SIGXFSZ. A wall the kernel refuses raises ``OSError``: the worker
     does not start without it."""
     devices: list[str] = []
@@ -583,10 +641,14 @@ def enter_worker(
             _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     if writable:
-        # without a mount namespace to cover the parent's folders, landlock keeps them unread
-        unread = [p for p in hidden or () if not _holds(p, own)] if mode == "none" else []
+        # without a mount namespace to cover the parent's folders, landlock keeps them unread,
+        # and /dev but the device nodes (the raw disks under those folders, terminals,
+        # another process's /dev/shm) as a namespace mode's own /dev does
+        unread: list[str] = []
+        if mode == "none":
+            unread = [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
         walls.landlock(own, devices, unread)
-        walls.seccomp(network=not profiler)
+        walls.seccomp(network=not profiler, host=mode == "none" and not profiler)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
             _signal.signal(getattr(_signal, name), _signal.SIG_DFL)

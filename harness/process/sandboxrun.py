@@ -137,7 +137,7 @@ def run_sandboxed(
             pid_w,
             keep_paths=keep,
             writable=str(workdir),
-            hidden=sandbox.parent_folders(),
+            hidden=sandbox.parent_folders([workdir, *extra]),
             walls_on=isolation.walls,
         )
         out = subprocess.PIPE if capture else None

@@ -14,13 +14,18 @@ launcher does for it:
 - **its own network namespace** (namespace modes): loopback up, nothing listening.
 - **landlock** (every mode, where the kernel has it): writes only beneath the worker's
   temp folders and to the device nodes it needs; in ``none`` mode, where no tmpfs can
-  cover them, no file of the parent's own folders opened; no TCP bind or connect; no abstract
-  Unix socket or signal reaching outside its own domain; no ptrace of (nor
-  ``/proc/<pid>/mem`` or ``environ`` of) a process outside it.
+  cover them, no file of the parent's own folders (nor of other checks' temp folders)
+  opened, and no file under ``/dev`` but those device nodes (a raw disk, a terminal,
+  another process's ``/dev/shm``); no TCP bind or connect; no abstract Unix socket or
+  signal reaching outside its own domain; no ptrace of (nor ``/proc/<pid>/mem`` or
+  ``environ`` of) a process outside it.
 - **seccomp** (every mode, x86-64 and arm64): no ptrace, ``process_vm_*``, mount calls,
   ``unshare``/``setns``/namespace clones, bpf, ``perf_event_open``, keyrings, kexec,
   modules, io_uring (which would bypass the filter), file handles, ``pidfd_getfd``;
-  no socket but a Unix stream socket, no ``connect``, no ``sendto`` an address.
+  no socket but a Unix stream socket, no ``connect``, no ``sendto`` an address; no
+  System V IPC or POSIX message queue (named machine-wide). In ``none`` mode, where
+  other processes have PIDs it can name: limits, priorities and CPUs set for itself
+  only, and no file made setuid, setgid or writable by every user.
 - **a subreaper** (``none`` mode, where no PID namespace ends the worker's
   descendants): the launcher adopts every orphan of the worker's tree and kills them all
   when the worker ends, ``setsid`` or not.
@@ -55,6 +60,12 @@ _NR: dict[str, dict[str, int]] = {
         "userfaultfd": 323, "clone3": 435, "clone": 56, "socket": 41, "connect": 42,
         "sendto": 44, "seccomp": 317, "landlock_create_ruleset": 444,
         "landlock_add_rule": 445, "landlock_restrict_self": 446,
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+        "msgctl": 71, "mq_open": 240, "mq_unlink": 241, "prlimit64": 302,
+        "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203,
+        "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
+        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
     },
     "aarch64": {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "mount": 40,
@@ -70,6 +81,12 @@ _NR: dict[str, dict[str, int]] = {
         "userfaultfd": 282, "clone3": 435, "clone": 220, "socket": 198, "connect": 203,
         "sendto": 206, "seccomp": 277, "landlock_create_ruleset": 444,
         "landlock_add_rule": 445, "landlock_restrict_self": 446,
+        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190,
+        "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189,
+        "msgrcv": 188, "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "prlimit64": 261,
+        "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122,
+        "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
+        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
     },
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
@@ -85,6 +102,21 @@ DENIED = (
     "process_madvise", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
     "userfaultfd",
 )  # fmt: skip
+# System V IPC and POSIX message queues: objects named machine-wide (no IPC namespace is
+# made), so another process's shared memory, semaphores and queues would be reachable by
+# id or name; a worker needs none (its shared memory is files under /dev/shm)
+IPC_DENIED = (
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
+    "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink",
+)  # fmt: skip
+# where other processes can be named by PID (no PID namespace): their limits, priority and
+# CPUs are the worker's to change only for itself (PID 0); a reference timed in a sibling
+# worker must not be reniced, pinned or limited
+SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
+# ... and no file of theirs (no landlock right covers a mode) made setuid, setgid or
+# writable by every user: (syscall, the mode's argument)
+MODE_SETTERS = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2))
+_MODES_REFUSED = 0o6002  # S_ISUID | S_ISGID | S_IWOTH
 _NS_FLAGS = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000
 _NS_FLAGS |= 0x02000000  # NEWUSER NEWPID NEWNS NEWNET NEWIPC NEWUTS NEWCGROUP
 _EPERM, _EINVAL, _ENOSYS = 1, 22, 38
@@ -210,6 +242,14 @@ def read_only_world(writable: list[str]) -> None:
         if path and os.path.isdir(path):
             _mount(path.encode(), path, None, _MS_BIND | _MS_REC)
             own.append(path)
+    # its own /proc/<pid> stays writable (the CUDA driver writes there while it starts;
+    # landlock keeps every other /proc file unwritten): a mount of its own, if allowed
+    mine = os.path.realpath("/proc/self")
+    try:
+        _mount(mine.encode(), mine, None, _MS_BIND)
+        own.append(mine)
+    except OSError:
+        pass  # no bind of proc here: the world stays read-only, /proc/<pid> included
     try:
         _setattr("/", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, recursive=True)
         for path in own:
@@ -326,6 +366,10 @@ def landlock(
             _beneath(ruleset, node, file_rights if not os.path.isdir(node) else handled)
         for path, rights in reads.items():
             _beneath(ruleset, path, rights)
+        # its own /proc/<pid> (threads included): the CUDA driver writes there while it
+        # starts, and cudaGetDeviceCount fails with error 304 without it (seen on the
+        # H200); "self" resolves to this process's folder when the rule is made
+        _beneath(ruleset, "/proc/self", file_rights)
         _syscall("landlock_restrict_self", ctypes.c_int(ruleset), ctypes.c_uint(0))
     finally:
         os.close(ruleset)
@@ -408,9 +452,12 @@ def _arg(i: int, high: bool = False) -> int:
     return 16 + 8 * i + (4 if high else 0)
 
 
-def seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets
-    alone (a profiler's own processes talk to each other over them)."""
+def seccomp_program(network: bool = True, host: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets and
+    IPC objects alone (a profiler's own processes talk to each other over them); ``host``
+    (no namespace separates the worker from the machine's processes and files) keeps
+    limits, priorities and CPU affinity to the worker's own process and refuses the file
+    modes that would open a file of the user's to every other user."""
     nr = _NR[_ARCH]
     code: list[tuple[str, int, object, object, int]] = []  # (op, code, jt, jf, k)
 
@@ -433,6 +480,17 @@ def seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]]:
         op(_JEQ, nr["socket"], "socket", 0)
         op(_JEQ, nr["connect"], "eperm", 0)
         op(_JEQ, nr["sendto"], "sendto", 0)
+        for name in IPC_DENIED:
+            op(_JEQ, nr[name], "eperm", 0)
+    if host:
+        for name in SELF_ONLY:
+            op(_JEQ, nr[name], "self", 0)
+        op(_JEQ, nr["prlimit64"], "prlimit", 0)
+        op(_JEQ, nr["setpriority"], "priority", 0)
+        op(_JEQ, nr["ioprio_set"], "ioprio", 0)
+        for name, index in MODE_SETTERS:
+            if name in nr:
+                op(_JEQ, nr[name], f"mode{index}", 0)
     op(_RET, _RET_ALLOW)
     label("clone")
     op(_LD_ABS, _arg(0))
@@ -448,6 +506,31 @@ def seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]]:
         op(_LD_ABS, _arg(4))
         op(_JEQ, 0, 0, "eperm")
         op(_LD_ABS, _arg(4, high=True))
+        op(_JEQ, 0, "allow", "eperm")
+    if host:
+        for index in sorted({i for _, i in MODE_SETTERS}):
+            label(f"mode{index}")
+            op(_LD_ABS, _arg(index))
+            op(_JSET, _MODES_REFUSED, "eperm", "allow")
+        label("self")  # (pid, ...): 0, this process
+        op(_LD_ABS, _arg(0))
+        op(_JEQ, 0, "allow", "eperm")
+        label("prlimit")  # (pid, resource, new, old): another process's only read
+        op(_LD_ABS, _arg(0))
+        op(_JEQ, 0, "allow", 0)
+        op(_LD_ABS, _arg(2))
+        op(_JEQ, 0, 0, "eperm")
+        op(_LD_ABS, _arg(2, high=True))
+        op(_JEQ, 0, "allow", "eperm")
+        label("priority")  # (which, who, prio): PRIO_PROCESS of 0 (PRIO_USER is everyone's)
+        op(_LD_ABS, _arg(0))
+        op(_JEQ, 0, 0, "eperm")
+        op(_LD_ABS, _arg(1))
+        op(_JEQ, 0, "allow", "eperm")
+        label("ioprio")  # (which, who, prio): IOPRIO_WHO_PROCESS of 0
+        op(_LD_ABS, _arg(0))
+        op(_JEQ, 1, 0, "eperm")
+        op(_LD_ABS, _arg(1))
         op(_JEQ, 0, "allow", "eperm")
     label("allow")
     op(_RET, _RET_ALLOW)
@@ -468,6 +551,8 @@ def seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]]:
             continue
         here = len(program)
         offsets = [where[j] - here - 1 if isinstance(j, str) else int(j) for j in (jt, jf)]  # type: ignore[call-overload]
+        if not all(0 <= o <= 255 for o in offsets):  # a BPF jump is one byte
+            raise ValueError(f"seccomp filter too long: jump of {offsets} at {here}")
         program.append((c, offsets[0], offsets[1], k))
     return program
 
@@ -476,12 +561,12 @@ def seccomp_supported() -> bool:
     return _ARCH in _NR
 
 
-def seccomp(network: bool = True) -> bool:
+def seccomp(network: bool = True, host: bool = False) -> bool:
     """Install the filter on this process (and every thread: ``TSYNC``); False where
     this architecture has no table here. Needs ``no_new_privs`` first."""
     if _ARCH not in _NR:
         return False
-    program = seccomp_program(network)
+    program = seccomp_program(network, host)
     raw = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in program)
     filt = ctypes.create_string_buffer(raw, len(raw))
     prog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(filt))

@@ -60,6 +60,7 @@ STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct 
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
 STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
 MIXED_TRIAL = 4500  # seed of the mixed-scale trial
+MIXED_PERTURBATIONS = 3  # random-sign perturbations whose largest move is the mixed trial's slack
 SIGNAL_TRIAL = 5000  # the signal check's inputs (and +1: "another input")
 CALIBRATE_TRIAL = 6000  # the calibration's inputs (``calibrate.py``: +0 .. +15)
 # an unseen call is projected (from the public calls' cost) to take at most this share of
@@ -661,21 +662,25 @@ class Inputs:
 
     def mixed_slack(self, inputs: TrialInputs, reference: Any) -> list[torch.Tensor | None]:
         """Per output tensor, each element's extra tolerance on the mixed-scale inputs:
-        twice how far the reference moves there when every float input element moves by
+        twice the most the reference moves there (of a few tries) when every float input
+        element moves by
         the input dtype's ``rtol`` (``perturbed_reference``), so an element the inputs'
         scales make ill-conditioned (a constant row in a norm) is judged as loosely as the
         reference itself is defined there."""
-        again = self.perturbed_reference(inputs.pristine, inputs.shape, MIXED_TRIAL)
-        out: list[torch.Tensor | None] = []
-        for a, b in zip(
-            [t for t in flatten(reference) if isinstance(t, torch.Tensor)],
-            [t for t in flatten(again) if isinstance(t, torch.Tensor)],
-            strict=False,
-        ):
-            if not a.is_floating_point() or a.shape != b.shape:
-                out.append(None)
-                continue
-            out.append(2 * (b.to(torch.float64) - a.to(torch.float64)).abs())
+        outs = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
+        out: list[torch.Tensor | None] = [None] * len(outs)
+        # the largest move of MIXED_PERTURBATIONS random-sign perturbations: one alone
+        # can cancel by chance at an element (a matmul's sum of signed terms) and leave an
+        # honest kernel's rounding there without slack
+        for k in range(MIXED_PERTURBATIONS):
+            again = self.perturbed_reference(inputs.pristine, inputs.shape, MIXED_TRIAL + 7919 * k)
+            moved = [t for t in flatten(again) if isinstance(t, torch.Tensor)]
+            for i, (a, b) in enumerate(zip(outs, moved, strict=False)):
+                if not a.is_floating_point() or a.shape != b.shape:
+                    continue
+                step = 2 * (b.to(torch.float64) - a.to(torch.float64)).abs()
+                prev = out[i]
+                out[i] = step if prev is None else torch.maximum(prev, step)
         return out
 
     def perturbed_reference(self, pristine: Any, shape: dict[str, Any], salt: int) -> Any:

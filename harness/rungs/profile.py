@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..perf import isa, ncu
+from ..process.workerfiles import read_worker_file
 from ..verdict import RungResult
 from .inputs import shape_label
 from .results import ProfileReport, Timings
@@ -160,9 +161,5 @@ def _read(path: Any) -> str:
 def _read_worker_file(path: Path, limit: int = 64 << 20) -> str:
     """A file the profiled worker's side wrote: '' unless it is a regular file (no link)
     of at most ``limit`` bytes."""
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
-            return ""
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+    data = read_worker_file(path, limit)  # opened without following or blocking
+    return data.decode(errors="replace") if data is not None else ""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..perf import sanitizer
 from ..problems.unseen import shape_size
+from ..process.workerfiles import read_worker_file
 from ..verdict import RungResult
 from .inputs import shape_label
 
@@ -92,12 +93,8 @@ class SanitizeRung:
 def _read_worker_file(path: Path, limit: int = 16 << 20) -> str:
     """A report the sanitized worker's side wrote: '' unless it is a regular file (no
     link) of at most ``limit`` bytes."""
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > limit:
-            return ""
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+    data = read_worker_file(path, limit)  # opened without following or blocking
+    return data.decode(errors="replace") if data is not None else ""
 
 
 __all__ = ["SanitizeRung"]

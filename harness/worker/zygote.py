@@ -326,7 +326,9 @@ def _reset_process(template: Template, request: dict[str, Any], workdir: str) ->
     os.environ.clear()  # unsetenv for each: the C environment follows
     os.environ.update(env)
     os.chdir(workdir)
-    sys.path[:] = [workdir if p in ("", template.cwd) else p for p in sys.path]
+    # not its folder, which an earlier worker of the candidate may have filled: the
+    # worker puts it first itself, right before the candidate (as a spawned one does)
+    sys.path[:] = [p for p in sys.path if p not in ("", template.cwd)]
     sys.argv = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py")]
     tempfile.tempdir = None
     tempfile._name_sequence = None  # type: ignore[attr-defined]

@@ -2,14 +2,17 @@
 
 Each door a candidate walked out of is tried again here, by the routes the language and
 its libraries offer (torch's C++ writers, libc through the ctypes torch imported, sockets,
-``setsid`` children, a full disk) and from native code (``walls/escape.c``, compiled with
-``cc`` and run through ``ctxkernel sandbox run``), in the machine's strongest mode and in
-``none`` mode (landlock and seccomp alone). Every door must be shut, the worker's own
-folder writable, and the files outside it byte-identical after all the attempts.
+``setsid`` children, a full disk, other processes' shared memory, terminals, limits and
+clocks, other checks' folders, files the parent reads back) and from native code
+(``walls/escape.c``, compiled with ``cc`` and run through ``ctxkernel sandbox run``), in
+the machine's strongest mode and in ``none`` mode (landlock and seccomp alone). Every
+door must be shut, the worker's own folder writable, and the files outside it
+byte-identical after all the attempts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -121,9 +124,40 @@ def listening_socket() -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
+@pytest.fixture
+def neighbours() -> Iterator[dict[str, str]]:
+    """What other processes of this user hold beside a check, for the cheats to reach: a
+    System V shared memory segment, a terminal, another check's temp folder."""
+    import ctypes
+    import tempfile
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(0, 4096, 0o600 | 0o1000)  # IPC_PRIVATE, IPC_CREAT
+    address = libc.shmat(shmid, None, 0) if shmid >= 0 else None
+    if address not in (None, ctypes.c_void_p(-1).value):
+        ctypes.memmove(address, b"the owner's words", 17)
+    try:
+        master, tty = os.openpty()
+    except OSError:  # no pseudo-terminals here
+        master = tty = -1
+    other = Path(tempfile.mkdtemp(prefix="ctxkernel-check-"))
+    (other / "work").mkdir()
+    (other / "work" / "solution_triton.py").write_text("# the other candidate\n")
+    yield {"__SHMID__": str(shmid), "__TTY__": os.ttyname(tty) if tty >= 0 else ""}
+    shutil.rmtree(other)
+    for fd in (master, tty):
+        if fd >= 0:
+            os.close(fd)
+    if shmid >= 0:
+        if address not in (None, ctypes.c_void_p(-1).value):
+            libc.shmdt(ctypes.c_void_p(address))
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
 def test_a_wall_cheat_finds_the_door_shut(
-    cheat: Path, mode: str, tmp_path: Path, listening_socket: Path
+    cheat: Path, mode: str, tmp_path: Path, listening_socket: Path, neighbours: dict[str, str]
 ) -> None:
     problem = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", problem)
@@ -131,12 +165,16 @@ def test_a_wall_cheat_finds_the_door_shut(
     runs.mkdir(parents=True, exist_ok=True)
     (runs / "steer.md").write_text("the engineer's own words\n")
     source = cheat.read_text()
+    for key, value in neighbours.items():
+        if key in source and value in ("", "-1"):
+            pytest.skip(f"{key.strip('_').lower()}: this machine could not make one")
     for key, value in {
         "__PROBLEM_DIR__": problem,
         "__RUNS_DIR__": runs,
         "__SITE__": _site_packages(),
         "__HOME__": Path.home(),
         "__SOCKET__": listening_socket,
+        **neighbours,
     }.items():
         source = source.replace(key, str(value))
     candidate = tmp_path / "cand" / "solution_triton.py"
@@ -205,10 +243,132 @@ def test_native_code_finds_every_door_shut_and_its_own_folder_writable(
     assert lines[0] == "write . ok", lines  # its own folder
     opened = [ln for ln in lines[1:] if " ok" in ln]
     assert not opened, f"open doors in mode {mode}: {opened}"
-    assert "spawned setsid sleeper" in lines
+    assert "spawned setsid sleeper" in lines and "spawned fork chain" in lines
     assert _gone("31.4159"), _sleepers("31.4159")
     for target in targets:
         assert not list(Path(target).glob(".ctxkernel-escape-*"))
+
+
+_LATE_READER = r"""
+import os, sys, time
+path = sys.argv[1]
+print("ready", flush=True)
+deadline = time.monotonic() + 15
+while time.monotonic() < deadline:
+    try:
+        with open(path) as fh:
+            print("read ok" if "engineer" in fh.read() else "read else", flush=True)
+        break
+    except FileNotFoundError:
+        time.sleep(0.05)
+    except OSError as exc:
+        print(f"refused {exc.errno}", flush=True)
+        break
+else:
+    print("refused: never seen", flush=True)
+"""
+
+
+def test_a_parent_folder_made_while_a_worker_runs_stays_unread(mode: str, tmp_path: Path) -> None:
+    """The run records do not exist yet when a batch's first workers start; the first
+    check to finish makes them while the others still run. A folder that does not exist
+    can be neither covered nor kept unread, so it is made before any worker starts."""
+    home = tmp_path / "late-home"  # nothing of it exists yet
+    env = {**os.environ, "CTXKERNEL_HOME": str(home)}
+    if mode == "none":
+        env["CTXKERNEL_ISOLATION"] = "none"
+    steer = home / "runs" / "steer.md"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", "--",
+         sys.executable, "-I", "-c", _LATE_READER, str(steer)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
+        steer.parent.mkdir(parents=True, exist_ok=True)
+        steer.write_text("the engineer's own words\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert out.startswith("refused"), (out, err)
+
+
+def test_the_parent_neither_follows_nor_blocks_on_what_a_worker_left_in_its_folder(
+    mode: str, tmp_path: Path
+) -> None:
+    """A one-shot worker (under a profiler or a sanitizer) shares its folder with the
+    candidate's earlier workers, which may leave a link where the parent writes the
+    request and a FIFO where it reads the result back: the request goes into a new file
+    (the linked file is untouched) and the FIFO is never read (no result, no hang)."""
+    import threading
+
+    from harness.process.local import run_oneshot
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the parent's words\n")
+    workdir, logdir = tmp_path / "work", tmp_path / "logs"
+    workdir.mkdir()
+    logdir.mkdir()
+    request = workdir / ".oneshot.request.json"
+    request.symlink_to(victim)
+    result = Path(f"{request}.result")
+    # the "profiler" is the candidate's side: it leaves a FIFO as its result and ends
+    plant = ["sh", "-c", 'rm -f "$0"; mkfifo "$0"', str(result)]
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        options = fast_options("vector_add")
+        done["outcome"] = run_oneshot(workdir, logdir, "cpu", options, {}, {"op": "x"}, plant, 30.0)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(90)
+    if thread.is_alive():  # unblock the reader, so the test ends
+        with contextlib.suppress(OSError):
+            os.close(os.open(result, os.O_WRONLY | os.O_NONBLOCK))
+    assert not thread.is_alive(), "the parent blocked on a FIFO the worker left"
+    assert victim.read_text() == "the parent's words\n"
+    assert not request.is_symlink() and '"op": "x"' in request.read_text()
+    outcome = done["outcome"]
+    assert isinstance(outcome, dict) and outcome["result"] is None
+
+
+@pytest.mark.parametrize("start", ["template", "spawned"])
+def test_a_later_worker_imports_nothing_an_earlier_one_left_in_its_folder(
+    start: str, mode: str, tmp_path: Path
+) -> None:
+    """The workers of a check share its folder: the candidate's first one may leave there
+    a ``harness`` package and a module named as one the problem imports. The harness-only
+    worker timing the reference, started later in that folder (spawned or forked), must
+    import neither: neither its own code nor the problem's imports come from there."""
+    from harness.problems.problem import load_problem
+    from harness.process.local import LocalSession
+
+    problem = tmp_path / "vector_add"
+    shutil.copytree(EXAMPLES / "vector_add", problem)
+    with open(problem / "problem.py", "a") as fh:
+        fh.write(
+            "\ntry:\n    import zz_wall_planted  # noqa: F401\nexcept ImportError:\n    pass\n"
+        )
+    loaded = load_problem(problem)  # its snapshot lives as long as it does
+    snapshot = Path(loaded.path).resolve()
+    workdir, logdir = tmp_path / "work", tmp_path / "logs"
+    (workdir / "harness").mkdir(parents=True)
+    logdir.mkdir()
+    planted = "raise SystemExit('what the candidate left ran in the reference worker')\n"
+    (workdir / "harness" / "__init__.py").write_text(planted)
+    (workdir / "zz_wall_planted.py").write_text(planted)
+    options = fast_options("vector_add", warm=start == "template")
+    session = LocalSession(workdir, logdir, "cpu", options, {}, "reference", [snapshot], "triton")
+    try:
+        header = {"op": "load", "subject": "reference", "problem": {"path": str(snapshot)}}
+        reply = session.request({**header, "backend": "triton"}, [], 120.0, 1 << 24)
+        assert reply.header.get("ok") and not reply.header.get("error"), reply.header.get("error")
+    finally:
+        session.close()
+    assert "what the candidate left" not in session.stderr_tail()
+    assert loaded.path
 
 
 def test_explain_names_the_layers_and_what_the_worker_may_write(mode: str) -> None:

@@ -9,10 +9,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -82,6 +86,32 @@ int main(int argc, char **argv) {
     if (fd >= 0) err = errno;
     report("environ-parent", got > 0, err);
     if (fd >= 0) close(fd);
+
+    /* kernel objects named machine-wide, and another process's limits and priority */
+    int shm = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    report("sysv-shmget", shm >= 0, errno);
+    if (shm >= 0) shmctl(shm, IPC_RMID, 0);
+    long mq = syscall(SYS_mq_open, "ctxkernel-escape", O_RDWR | O_CREAT, 0600, (void *)0);
+    report("mq_open", mq >= 0, errno);
+    if (mq >= 0) syscall(SYS_mq_unlink, "ctxkernel-escape");
+    struct rlimit lim;
+    int got_lim = parent > 0 ? prlimit(parent, RLIMIT_CORE, 0, &lim) : -1;
+    rc = parent > 0 && got_lim == 0 ? prlimit(parent, RLIMIT_CORE, &lim, 0) : (errno = ESRCH, -1);
+    report("prlimit-parent", rc == 0, errno);
+    rc = parent > 0 ? setpriority(PRIO_PROCESS, parent, getpriority(PRIO_PROCESS, parent)) : (errno = ESRCH, -1);
+    report("setpriority-parent", rc == 0, errno);
+
+    /* a chain of forks, each parent gone as soon as its child is born, racing the reaper
+       for a second after this process ends, then a sleeper */
+    if (fork() == 0) {
+        setsid();
+        time_t end = time(0) + 2;
+        while (time(0) < end)
+            if (fork() > 0) _exit(0);
+        execl("/bin/sleep", "sleep", "31.4159", (char *)0);
+        _exit(0);
+    }
+    printf("spawned fork chain\n");
 
     pid_t child = fork();
     if (child == 0) {

@@ -1,0 +1,55 @@
+"""Worker files: what the parent writes into, and reads back from, a worker's own folder.
+
+A worker may write anything in its folder, and more than one worker of a candidate uses
+the same folder, so a name the parent uses there may already hold what a candidate left:
+a link to a file of the parent's, a FIFO that blocks whoever opens it, a device, a file of
+any size. The parent therefore never follows, never blocks on and never trusts the size of
+an entry there: it writes only files it has just created itself (``write_fresh``) and reads
+only regular files of bounded size, checked on the descriptor it reads
+(``read_worker_file``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from stat import S_ISREG
+
+
+def read_worker_file(path: Path, limit: int) -> bytes | None:
+    """A file a worker wrote in its folder, or None unless it is a regular file (never a
+    link, a FIFO or a device: opened without following or blocking, then checked on the
+    descriptor, so nothing swapped in after a check is read) of at most ``limit`` bytes."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        return fh.read(limit + 1)[:limit]
+
+
+def write_fresh(path: Path, text: str) -> None:
+    """Write a new file of ours in a worker's folder: whatever the worker left under that
+    name is removed first, and a link or FIFO put back meanwhile is never followed."""
+    remove_entry(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def remove_entry(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+__all__ = ["read_worker_file", "remove_entry", "write_fresh"]
