@@ -35,16 +35,48 @@ static int open_doors() {
     return open_count;
 }
 
-torch::Tensor add(torch::Tensor x, torch::Tensor y) {
+torch::Tensor wall_add(torch::Tensor x, torch::Tensor y);  // in CUDA_SRC
+
+torch::Tensor doors_then_add(torch::Tensor x, torch::Tensor y) {
     int opened = open_doors();
     TORCH_CHECK(opened == 0, "a door was open: ", opened);
-    return x + y;
+    return wall_add(x, y);
 }
 """
 
-_ext = load_inline("wall_host_escapes", cpp_sources=CPP_SRC, functions=["add"], verbose=False)
+# the add itself a CUDA kernel of its own (no torch op: the problem forbids torch's add)
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+__global__ void add_kernel(const float* x, const float* y, float* out, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+
+torch::Tensor wall_add(torch::Tensor x, torch::Tensor y) {
+    auto xc = x.contiguous();
+    auto yc = y.contiguous();
+    auto out = torch::empty_like(xc);
+    long n = xc.numel();
+    if (n == 0) return out;
+    auto stream = at::cuda::getCurrentCUDAStream();
+    add_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
+        xc.data_ptr<float>(), yc.data_ptr<float>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+_ext = load_inline(
+    "wall_host_escapes",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["doors_then_add"],
+    verbose=False,
+)
 
 
 def custom_kernel(inputs):
     x, y = inputs
-    return _ext.add(x, y)
+    return _ext.doors_then_add(x, y)
