@@ -1,16 +1,18 @@
 """Fixtures for the retrieval tests: real git repos (gitpython), a corpus definition
-dropped in the user corpora dir, the real embedding model, an in-process CLI runner."""
+dropped in the user corpora dir, the real embedding model, an in-process CLI runner, and a
+module's own small corpus (its ``CORPUS`` name and ``FILES``) committed and indexed."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 import pytest
 
+from ctxkernel import Workspace
 from ctxkernel.cli import main as cli_main
 
 KERNEL_PY = '''\
@@ -133,15 +135,28 @@ class Repo:
         self.repo.index.remove([rel], working_tree=True)
 
 
-@pytest.fixture
-def upstream(tmp_path: Path) -> Repo:
-    """A git repo with a Python file, a C++ header and a Markdown guide, on branch main."""
-    path = tmp_path / "upstream"
+def init_repo(path: Path) -> Repo:
+    """An empty git repo on branch main with a committer set."""
     repo = git.Repo.init(path, initial_branch="main")
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "test")
         cw.set_value("user", "email", "test@example.invalid")
-    r = Repo(path, repo)
+    return Repo(path, repo)
+
+
+def commit_files(path: Path, files: Mapping[str, str]) -> Repo:
+    """A git repo at ``path`` holding ``files`` ({path: text}), committed once."""
+    repo = init_repo(path)
+    for rel, text in files.items():
+        repo.write(rel, text)
+    repo.commit("corpus")
+    return repo
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Repo:
+    """A git repo with a Python file, a C++ header and a Markdown guide, on branch main."""
+    r = init_repo(tmp_path / "upstream")
     r.write("src/kernels.py", KERNEL_PY)
     r.write("include/copy.hpp", COPY_HPP)
     r.write("docs/guide.md", GUIDE_MD)
@@ -168,6 +183,29 @@ def define_corpus(home: Path, name: str, url: str, min_lines: int = 1) -> Path:
 def demo_corpus(isolated_home: Path, upstream: Repo) -> str:
     define_corpus(isolated_home, "demo", str(upstream.path))
     return "demo"
+
+
+@pytest.fixture(scope="module")
+def files_upstream(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The test module's ``FILES`` ({path: text}) in a git repo, committed once for the
+    module; the folder is named after its ``CORPUS``."""
+    name = request.module.CORPUS
+    return commit_files(tmp_path_factory.mktemp(name) / "upstream", request.module.FILES).path
+
+
+@pytest.fixture
+def files_ws(
+    isolated_home: Path, files_upstream: Path, request: pytest.FixtureRequest
+) -> Workspace:
+    """A Workspace with the test module's corpus (``CORPUS``, ``FILES``) defined and indexed:
+    the real index and embedder."""
+    name = request.module.CORPUS
+    define_corpus(isolated_home, name, str(files_upstream))
+    ws = Workspace()
+    ws.index(name)
+    return ws
 
 
 @dataclass

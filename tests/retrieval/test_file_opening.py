@@ -8,17 +8,15 @@ words match it at least ``FILE_OPENING`` times better than the opening)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import git
 import pytest
 
 from ctxkernel import Workspace, querytext
 from ctxkernel import search as search_module
 from ctxkernel.querytext import names_code, seeks_file
 
-from .conftest import Repo, dedent, define_corpus
+from .conftest import dedent
 
+CORPUS = "opening"
 FILES = {
     "src/examples/flash_decoding.md": dedent(
         """
@@ -68,27 +66,6 @@ OPENING = "Flash decoding"
 SECTION = "Splitting the KV cache into blocks"
 
 
-@pytest.fixture(scope="module")
-def upstream_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("opening") / "upstream"
-    repo = Repo(path, git.Repo.init(path, initial_branch="main"))
-    with repo.repo.config_writer() as cw:
-        cw.set_value("user", "name", "test")
-        cw.set_value("user", "email", "test@example.invalid")
-    for rel, text in FILES.items():
-        repo.write(rel, text)
-    repo.commit("corpus")
-    return path
-
-
-@pytest.fixture
-def ws(isolated_home: Path, upstream_path: Path) -> Workspace:
-    define_corpus(isolated_home, "opening", str(upstream_path))
-    w = Workspace()
-    w.index("opening")
-    return w
-
-
 def first_of_page(ws: Workspace, query: str) -> str:
     hits = ws.search(query, k=5).hits
     page = [h.chunk for h in hits if h.chunk.path == "src/examples/flash_decoding.md"]
@@ -96,36 +73,36 @@ def first_of_page(ws: Workspace, query: str) -> str:
     return page[0].title
 
 
-def test_a_question_after_an_example_finds_the_page_by_its_opening(ws: Workspace) -> None:
+def test_a_question_after_an_example_finds_the_page_by_its_opening(files_ws: Workspace) -> None:
     assert seeks_file(ASKS_FOR_FILE) and not names_code(ASKS_FOR_FILE)
-    assert first_of_page(ws, ASKS_FOR_FILE) == OPENING
+    assert first_of_page(files_ws, ASKS_FOR_FILE) == OPENING
 
 
 def test_without_the_setting_the_best_matching_section_stands_in(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+    files_ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(search_module, "FILE_OPENING", 0.0)
-    assert first_of_page(ws, ASKS_FOR_FILE) == SECTION
+    assert first_of_page(files_ws, ASKS_FOR_FILE) == SECTION
 
 
 def test_a_question_naming_code_finds_the_section_that_uses_it(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+    files_ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert names_code(NAMES_CODE)
-    assert first_of_page(ws, NAMES_CODE) == SECTION
+    assert first_of_page(files_ws, NAMES_CODE) == SECTION
     # read as a question naming no code, the opening would lead
     monkeypatch.setattr(querytext, "names_code", lambda query: False)
-    assert first_of_page(ws, NAMES_CODE) == OPENING
+    assert first_of_page(files_ws, NAMES_CODE) == OPENING
 
 
 def test_a_question_describing_a_later_section_finds_that_section(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+    files_ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert seeks_file(DESCRIBES_PART) and not names_code(DESCRIBES_PART)
-    assert first_of_page(ws, DESCRIBES_PART) == SECTION
+    assert first_of_page(files_ws, DESCRIBES_PART) == SECTION
     # with no bound on how much better the section matches, the opening would lead
     monkeypatch.setattr(search_module, "FILE_OPENING", 100.0)
-    assert first_of_page(ws, DESCRIBES_PART) == OPENING
+    assert first_of_page(files_ws, DESCRIBES_PART) == OPENING
 
 
 @pytest.mark.parametrize(

@@ -5,15 +5,11 @@ used to put forward for every question about the file, ranks below it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import git
-import pytest
-
 from ctxkernel import Workspace
 
-from .conftest import Repo, dedent, define_corpus
+from .conftest import dedent
 
+CORPUS = "standin"
 FILES = {
     "docs/kernel_cache.md": dedent(
         """
@@ -60,29 +56,8 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def upstream_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("standin") / "upstream"
-    repo = Repo(path, git.Repo.init(path, initial_branch="main"))
-    with repo.repo.config_writer() as cw:
-        cw.set_value("user", "name", "test")
-        cw.set_value("user", "email", "test@example.invalid")
-    for rel, text in FILES.items():
-        repo.write(rel, text)
-    repo.commit("corpus")
-    return path
-
-
-@pytest.fixture
-def ws(isolated_home: Path, upstream_path: Path) -> Workspace:
-    define_corpus(isolated_home, "standin", str(upstream_path))
-    w = Workspace()
-    w.index("standin")
-    return w
-
-
-def test_a_question_finds_the_section_of_the_file_that_answers_it(ws: Workspace) -> None:
-    hits = ws.search("which compile flags go into the cache key", k=5).hits
+def test_a_question_finds_the_section_of_the_file_that_answers_it(files_ws: Workspace) -> None:
+    hits = files_ws.search("which compile flags go into the cache key", k=5).hits
     ids = [h.id for h in hits]
     doc = [h.chunk for h in hits if h.chunk.path == "docs/kernel_cache.md"]
     assert doc, ids

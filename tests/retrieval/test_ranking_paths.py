@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
-
-import git
-import pytest
 
 from ctxkernel import Workspace
 from ctxkernel.corpus import Chunk, Hit
 from ctxkernel.search import merge_adjacent
 
-from .conftest import CliResult, Repo, dedent, define_corpus
+from .conftest import CliResult, dedent
 
 LICENSE = """\
 /***************************************************************************************************
@@ -28,6 +24,7 @@ LICENSE = """\
  **************************************************************************************************/
 """
 
+CORPUS = "ranked"
 FILES = {
     "src/operands.py": dedent(
         '''
@@ -99,32 +96,9 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def ranked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The corpus, indexed once for the module (the index dir is reused by each test)."""
-    root = tmp_path_factory.mktemp("ranked")
-    path = root / "upstream"
-    repo = Repo(path, git.Repo.init(path, initial_branch="main"))
-    with repo.repo.config_writer() as cw:
-        cw.set_value("user", "name", "test")
-        cw.set_value("user", "email", "test@example.invalid")
-    for rel, text in FILES.items():
-        repo.write(rel, text)
-    repo.commit("corpus")
-    return path
-
-
-@pytest.fixture
-def ws(isolated_home: Path, ranked: Path) -> Workspace:
-    define_corpus(isolated_home, "ranked", str(ranked))
-    w = Workspace()
-    w.index("ranked")
-    return w
-
-
-def test_error_with_runtime_values_finds_the_raising_chunk(ws: Workspace) -> None:
+def test_error_with_runtime_values_finds_the_raising_chunk(files_ws: Workspace) -> None:
     query = "TypeError: Got fp16 and fp32 for the operands of a tiled mma"
-    hits = ws.search(query, k=3).hits
+    hits = files_ws.search(query, k=3).hits
     top = hits[0].chunk
     assert top.path == "src/operands.py", [h.id for h in hits]
     assert "raise TypeError(" in top.text
@@ -133,7 +107,7 @@ def test_error_with_runtime_values_finds_the_raising_chunk(ws: Workspace) -> Non
 
 
 def test_license_headed_file_is_titled_by_its_content(
-    ws: Workspace, run_cli: Callable[..., CliResult]
+    files_ws: Workspace, run_cli: Callable[..., CliResult]
 ) -> None:
     res = run_cli("search", "EpilogueTile", "--json", "-k", "5")
     hits = [json.loads(line) for line in res.out.splitlines()]
@@ -143,15 +117,15 @@ def test_license_headed_file_is_titled_by_its_content(
         assert "Copyright" not in h["title"] and "SPDX" not in h["title"], h["title"]
     assert any("EpilogueTile" in h["title"] for h in hits), [h["title"] for h in hits]
     # the license's words are not searchable text of the chunk
-    words = ws.search("redistribution binary forms conditions", k=5, mode="lexical").hits
+    words = files_ws.search("redistribution binary forms conditions", k=5, mode="lexical").hits
     assert all(h.chunk.path != "include/epilogue.hpp" for h in words), [h.id for h in words]
 
 
-def test_example_query_ranks_the_example_first(ws: Workspace) -> None:
-    hits = ws.search("where is an example of a grouped GEMM", k=3).hits
+def test_example_query_ranks_the_example_first(files_ws: Workspace) -> None:
+    hits = files_ws.search("where is an example of a grouped GEMM", k=3).hits
     assert hits[0].chunk.path == "src/examples/grouped_gemm/grouped_gemm.py", [h.id for h in hits]
     # the same words without asking for an example: the overview may lead
-    plain = ws.search("grouped GEMM", k=3).hits
+    plain = files_ws.search("grouped GEMM", k=3).hits
     assert {h.chunk.path for h in plain} >= {"docs/gemm_overview.md"}
 
 
