@@ -17,6 +17,10 @@ stop at a 1% CI of the median or the budget). Here, in the parent:
   event, or host wall-clock disagrees with the events) fails the rung, and the time
   reported is then the device-inclusive one; so does a persisting-L2 limit set by the
   candidate, or anything the guards saw while it was timed;
+- every request carries a nonce (a secret of the parent's, never handed to the candidate)
+  that its reply must echo, and a re-check reply must answer every pick: a well-formed
+  benchmark frame the candidate writes onto the channel mid-request is refused, not read
+  as the reply (the real reply would then have answered the next request);
 - every window has at least ``MIN_TIMED_SAMPLES`` counted calls (``benchstats.py``),
   whatever the budget; a reply with fewer fails the rung, and a budget spent before the
   floor is said in the timing note;
@@ -33,6 +37,7 @@ and clocks are recorded.
 from __future__ import annotations
 
 import random
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -398,17 +403,36 @@ def _bench(
     if ctx.problem.init is not None:
         seed, args = ctx.problem.init(shape)
         header["init"] = {"seed": seed, "args": channel.pack_tree(tuple(args), tensors)}
+    header["nonce"] = nonce = secrets.randbits(62)
     timeout = budget + ctx.options.first_call_timeout_s + 120.0
     try:
         reply = session.request(header, tensors, timeout, 1 << 26)
     except WorkerGone as gone:
         return {"ok": False, "gone": gone.reason}
+    forged = unanswered(reply.header, "bench", nonce)
+    if forged:
+        return {"ok": False, "forged": forged}
     return reply.header
+
+
+def unanswered(reply: dict[str, Any], op: str, nonce: int) -> str | None:
+    """Why ``reply`` is not the worker's answer to the ``op`` request sent with ``nonce``
+    (None when it is): the worker echoes the nonce, and the candidate, which shares its
+    process, is never handed it."""
+    if reply.get("op") == op and reply.get("nonce") == nonce:
+        return None
+    return (
+        f"the {op} reply does not answer the request: a frame of op {reply.get('op')!r} "
+        f"without the request's nonce came back (something besides the harness wrote a "
+        f"frame on the result channel)"
+    )
 
 
 def _reply_error(reply: dict[str, Any]) -> str:
     if reply.get("gone"):
         return str(reply["gone"])
+    if reply.get("forged"):
+        return str(reply["forged"])
     error = reply.get("error") or {}
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"]).strip().splitlines()[-1][:300]
@@ -418,6 +442,8 @@ def _reply_error(reply: dict[str, Any]) -> str:
 def _failure(ctx: LadderContext, reply: dict[str, Any]) -> str | None:
     if reply.get("gone"):
         return f"the benchmark worker died: {reply['gone']}"
+    if reply.get("forged"):
+        return str(reply["forged"])
     ctx.findings.note(reply.get("integrity") or [])
     if not reply.get("ok"):
         return f"{ctx.candidate.entry} failed while being timed: {_reply_error(reply)}"
@@ -525,18 +551,27 @@ def _verify(
             index_tensors.append(idx)
             expected.append((call, leaf_no, flat, idx))
     phases["verify_reference"] += time.perf_counter() - t_ref
+    nonce = secrets.randbits(62)
     try:
         with _timed(phases, "verify_sample"):
             sample = session.request(
-                {"op": "bench_sample", "picks": picks, "release": True},
+                {"op": "bench_sample", "picks": picks, "release": True, "nonce": nonce},
                 index_tensors,
                 300.0,
                 1 << 31,
             )
     except WorkerGone as gone:
         return f"the benchmark worker died while sending timed outputs: {gone.reason}"
+    forged = unanswered(sample.header, "bench_sample", nonce)
+    if forged:
+        return forged
     answers = sample.header.get("picks") or []
-    for (call, leaf_no, flat, picked), answer in zip(expected, answers, strict=False):
+    if not isinstance(answers, list) or len(answers) != len(expected):
+        return (
+            f"the benchmark worker answered {len(answers) if isinstance(answers, list) else 0} "
+            f"of the {len(expected)} timed outputs picked for re-checking"
+        )
+    for (call, leaf_no, flat, picked), answer in zip(expected, answers, strict=True):
         if answer.get("missing") or answer.get("t") is None:
             return f"timed call {call} kept no output #{leaf_no}"
         got = sample.tensors[int(answer["t"])]

@@ -20,7 +20,9 @@ environment. Protocol (one reply per request, strictly in order):
   (``state.py``), and an exception in one is answered as the harness's error.
 
 ``OPS`` is the one table of requests (op name -> handler); an op not in it is answered
-with an error and the worker serves on.
+with an error and the worker serves on. A request that carries a ``nonce`` gets it back in
+its reply (the benchmark's requests do): a frame the candidate writes onto the channel
+itself, mid-request, cannot carry it.
 
 A ``load`` may name the problem (``problem: {path}``): it is loaded before the candidate,
 for ``generate_input`` only (its module is dropped from ``sys.modules``), so benchmarks
@@ -183,13 +185,7 @@ class Worker:
             except channel.ChannelClosed:
                 return 0
             op = frame.header.get("op")
-            handler = OPS.get(op) if isinstance(op, str) else None
-            if handler is None:
-                self.end.send(
-                    {"ok": False, "op": str(op), "harness_error": f"unknown request {op!r}"}
-                )
-                continue
-            self.end.send(*handler(self, frame.header, frame.tensors))
+            self.end.send(*answer(self, frame.header, frame.tensors))
             if op == "bye":
                 return 0
             if self.dead:
@@ -720,6 +716,27 @@ OPS: dict[str, Handler] = {
     "trace": _caught("trace", _trace),  # trace rung
     "bye": _bye,
 }
+
+
+def answer(worker: Worker, header: dict[str, Any], tensors: list[torch.Tensor]) -> Reply:
+    """The reply to one request as the serve loop sends it: its handler's (an op not in
+    ``OPS`` is answered with an error), with the request's nonce when it had one -- the
+    parent's proof that this frame answers that request. The candidate runs while a request
+    is served but is never handed the request, so a frame it writes onto the channel itself
+    cannot carry the nonce."""
+    op = header.get("op")
+    handler = OPS.get(op) if isinstance(op, str) else None
+    if handler is None:
+        reply: dict[str, Any] = {
+            "ok": False,
+            "op": str(op),
+            "harness_error": f"unknown request {op!r}",
+        }
+        out: list[torch.Tensor] = []
+    else:
+        reply, out = handler(worker, header, tensors)
+    nonce = header.get("nonce")
+    return (reply if nonce is None else {**reply, "nonce": nonce}), out
 
 
 def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:

@@ -240,7 +240,8 @@ def test_parent_verifies_timed_outputs_after_the_fact() -> None:
                     value[123] += 1.0
                 picks.append({**pick, "t": len(out)})
                 out.append(value if pick["t"] is None else value[tensors[pick["t"]]])
-            return SimpleNamespace(header={"picks": picks}, tensors=out)
+            head = {"op": "bench_sample", "picks": picks, "nonce": header["nonce"]}
+            return SimpleNamespace(header=head, tensors=out)
 
     ctx = SimpleNamespace(problem=problem, device="cpu")
     reply = {"report": {"kept": [3, 8, 11]}}
@@ -747,7 +748,7 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
     from harness.rungs.roofline import RooflineRung
     from harness.worker import benchworker
     from harness.worker.guards import OpRecorder
-    from harness.worker.serve import OPS, Worker
+    from harness.worker.serve import Worker, answer
 
     monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
     problem = load_problem(EXAMPLES / "vector_add")
@@ -787,8 +788,8 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
                 return Reply({"ok": True, "result": measured})
             if op == "bye":
                 return Reply({"ok": True, "integrity": []})
-            answer, out = OPS[op](self.worker, header, list(tensors))
-            return Reply(answer, out)
+            reply, out = answer(self.worker, header, list(tensors))  # as the serve loop does
+            return Reply(reply, out)
 
         def close(self) -> dict[str, Any]:
             return {"integrity": []}
