@@ -515,6 +515,12 @@ def run_oneshot(
     ]
     timed_out = False
     isolation = sandbox.isolation()
+    hidden = sandbox.parent_folders([workdir, *keep_paths])
+    if wrapper:  # the profiler's layer leaves /proc writable: the target walls itself
+        spec = sandbox.self_walls_spec(
+            isolation.profiler_mode(), str(workdir), hidden, isolation.private_tmp
+        )
+        cmd += ["--self-walls", spec]
     # under a profiler the worker keeps CAP_SYS_ADMIN (the driver's counters need it), so
     # it could unmount its /proc: this process is made non-dumpable first
     mode = isolation.profiler_mode() if wrapper else isolation.mode
@@ -533,7 +539,7 @@ def run_oneshot(
                 if isolation.private_tmp and mode != "none"
                 else None,
                 writable=str(workdir),
-                hidden=sandbox.parent_folders([workdir, *keep_paths]),
+                hidden=hidden,
                 profiler=bool(wrapper),
                 walls_on=isolation.walls,
             ),

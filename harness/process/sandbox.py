@@ -51,6 +51,7 @@ from __future__ import annotations
 # the parent's helpers import the rest when they are called.
 import _signal
 import ctypes
+import json
 import os
 import resource
 import sys
@@ -627,7 +628,7 @@ def enter_worker(
         devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
         walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
         if "ro" in walls_on:
-            walls.read_only_world(own)
+            walls.read_only_world(own, proc=profiler)
         try:  # the working directory, resolved again: through the new (writable) mounts
             os.chdir(os.getcwd())
         except OSError:
@@ -644,14 +645,40 @@ def enter_worker(
         # without a mount namespace to cover the parent's folders, landlock keeps them unread,
         # and /dev but the device nodes (the raw disks under those folders, terminals,
         # another process's /dev/shm) as a namespace mode's own /dev does
-        unread: list[str] = []
-        if mode == "none":
-            unread = [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
-        walls.landlock(own, devices, unread)
+        unread = _unread(mode, own, hidden)
+        # a profiler (ncu, compute-sanitizer) runs its target as a child, whose /proc/<pid>
+        # the CUDA driver writes: the profiler's layer leaves /proc writable, and the target
+        # adds a layer of its own at once (``self_walls``), as strict as a plain worker's
+        walls.landlock([*own, "/proc"] if profiler else own, devices, unread)
         walls.seccomp(network=not profiler, host=mode == "none" and not profiler)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
             _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _unread(mode: str, own: list[str], hidden: Sequence[str] | None) -> list[str]:
+    """What landlock keeps unread: without a mount namespace to cover them, the parent's
+    folders and /dev but the device nodes; nothing in the namespace modes."""
+    if mode != "none":
+        return []
+    return [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
+
+
+def self_walls_spec(mode: str, writable: str, hidden: Sequence[str], private_tmp: bool) -> str:
+    """The landlock layer a profiled worker puts on itself (``--self-walls``), as JSON: the
+    same writable folders and unread folders as the launcher's layer of a plain worker."""
+    own = [writable]
+    if mode != "none" and private_tmp:
+        own += list(PRIVATE_TMP)
+    return json.dumps({"writable": own, "unread": _unread(mode, own, hidden)})
+
+
+def apply_self_walls(spec: str) -> dict[str, object]:
+    """In the profiled worker, before anything of the candidate's runs: landlock with
+    writes only beneath its own folders, its device nodes and its own /proc/<pid>."""
+    doc = json.loads(spec)
+    own = [p for p in doc["writable"] if os.path.isdir(p)]
+    return walls.landlock(own, walls._device_nodes(), list(doc["unread"]))
 
 
 def _holds(outer: str, paths: list[str]) -> bool:

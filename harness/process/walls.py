@@ -234,22 +234,26 @@ def hide(paths: list[str]) -> list[str]:
     return covered
 
 
-def read_only_world(writable: list[str]) -> None:
+def read_only_world(writable: list[str], proc: bool = False) -> None:
     """Every mount read-only and nosuid, recursively, then the ``writable`` folders (each
-    made a mount of its own first) writable again."""
+    made a mount of its own first) writable again; with ``proc`` all of ``/proc`` too (a
+    profiler's target is its child: its own ``/proc/<pid>`` does not exist yet)."""
     own = []
     for path in writable:
         if path and os.path.isdir(path):
             _mount(path.encode(), path, None, _MS_BIND | _MS_REC)
             own.append(path)
-    # its own /proc/<pid> stays writable (the CUDA driver writes there while it starts;
-    # landlock keeps every other /proc file unwritten): a mount of its own, if allowed
-    mine = os.path.realpath("/proc/self")
-    try:
-        _mount(mine.encode(), mine, None, _MS_BIND)
-        own.append(mine)
-    except OSError:
-        pass  # no bind of proc here: the world stays read-only, /proc/<pid> included
+    if proc:
+        own.append("/proc")  # each process's landlock keeps it to its own /proc/<pid>
+    else:
+        # its own /proc/<pid> stays writable (the CUDA driver writes there while it starts;
+        # landlock keeps every other /proc file unwritten): a mount of its own, if allowed
+        mine = os.path.realpath("/proc/self")
+        try:
+            _mount(mine.encode(), mine, None, _MS_BIND)
+            own.append(mine)
+        except OSError:
+            pass  # no bind of proc here: the world stays read-only, /proc/<pid> included
     try:
         _setattr("/", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, recursive=True)
         for path in own:

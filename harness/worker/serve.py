@@ -804,7 +804,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--mem-cap", type=int, default=0, help="RLIMIT_AS in bytes (CPU only)")
     parser.add_argument("--oneshot", default=None, help="REQUEST.json: load, call once, exit")
+    parser.add_argument(
+        "--self-walls", default=None, help="JSON: landlock this process first (under a profiler)"
+    )
     args = parser.parse_args(argv)
+    if args.self_walls:
+        from ..process import sandbox
+
+        sandbox.apply_self_walls(args.self_walls)  # raises: no worker without its walls
     if args.oneshot:
         return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
     exit_now(

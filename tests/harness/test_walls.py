@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -492,3 +493,85 @@ def test_cuda_host_code_finds_every_door_shut(mode: str, tmp_path: Path) -> None
     verdict = check(problem, candidate, options, runner=LocalRunner())
     assert verdict.ok, [(r.name, r.reason) for r in verdict.rungs]
     assert not any(t.exists() for t in targets)
+
+
+_PROFILED_DRIVER = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from harness.process import sandbox
+from harness.process.workerenv import scrubbed_env
+
+work, outside = Path(sys.argv[1]), Path(sys.argv[2])
+isolation = sandbox.isolation()
+mode = isolation.profiler_mode()
+if mode == "none" or mode == "pidns":
+    sandbox.harden_parent()
+hidden = sandbox.parent_folders([work])
+spec = sandbox.self_walls_spec(mode, str(work), hidden, isolation.private_tmp)
+target = [sys.executable, "-c", sys.argv[3], spec, str(outside)]
+# the "profiler": a shell that starts the target as its child, as ncu does
+wrapper = ["sh", "-c", 'echo tool > /proc/$$/comm && echo tool-proc-ok; "$@"', "tool"]
+pid_r, pid_w = os.pipe()
+keep = sandbox.worker_paths(work, sys.prefix) if isolation.private_tmp and mode != "none" else None
+cmd = sandbox.command(mode, [*wrapper, *target], pid_w, keep_admin=mode == "pidns",
+                      keep_paths=keep, writable=str(work), hidden=hidden, profiler=True,
+                      walls_on=isolation.walls)
+proc = subprocess.Popen(cmd, cwd=work, env=scrubbed_env(work, {}), stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                        pass_fds=(pid_w,), start_new_session=True)
+os.close(pid_w)
+sandbox.read_pid(pid_r, 60.0)
+out, err = proc.communicate(timeout=120)
+print(out)
+sys.stderr.write(err)
+"""
+
+_PROFILED_TARGET = r"""
+import json, os, sys
+from harness.process import sandbox
+
+def attempt(path, text="x"):
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+        return "written"
+    except OSError as exc:
+        return f"refused {exc.errno}"
+
+doc = {"own_proc_before": attempt("/proc/self/comm", "target")}
+sandbox.apply_self_walls(sys.argv[1])
+doc["own_proc"] = attempt("/proc/self/comm", "target")
+tool = f"/proc/{os.getppid()}/oom_score_adj"  # the tool's: its owner may write it
+doc["tool_proc"] = attempt(tool, open(tool).read().strip())
+doc["outside"] = attempt(sys.argv[2])
+doc["own_folder"] = attempt(os.path.join(os.getcwd(), "mine.txt"))
+print(json.dumps(doc))
+"""
+
+
+def test_a_profilers_target_walls_itself_as_strictly_as_a_plain_worker(
+    mode: str, tmp_path: Path
+) -> None:
+    """ncu and compute-sanitizer run the worker as their child: the CUDA driver writes the
+    child's own /proc/<pid>, which does not exist when the launcher's layer is made (seen
+    on the H200: error 304 under either tool inside the walls). The profiler's layer leaves
+    /proc writable; the target then walls itself: its own /proc/<pid> and folder writable,
+    the tool's /proc/<pid> and everything outside refused."""
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = EXAMPLES / "vector_add" / "a-profiled-target-was-here.txt"  # the user's files
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if mode == "none":
+        env["CTXKERNEL_ISOLATION"] = "none"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROFILED_DRIVER, str(work), str(outside), _PROFILED_TARGET],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
+    )  # fmt: skip
+    assert "tool-proc-ok" in done.stdout, (done.stdout, done.stderr)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("{")), None)
+    assert line is not None, (done.stdout, done.stderr)
+    doc = json.loads(line)
+    assert doc["own_proc_before"] == "written" and doc["own_proc"] == "written", doc
+    assert doc["tool_proc"].startswith("refused"), doc
+    assert doc["outside"].startswith("refused") and not outside.exists(), doc
+    assert doc["own_folder"] == "written", doc
