@@ -41,7 +41,13 @@ _AT = re.compile(
 _AT_BARE = re.compile(r"\bat\s+(?P<where>[^\s+]+)(?=\s|$)")
 _OLD_AT = re.compile(r"\bat\s+0x[0-9a-fA-F]+\s+in\s+(?P<where>\S+)")
 _SIZE = re.compile(r"\s+of size \d+ bytes?\b.*$")
-_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?", re.I)
+# "ERROR SUMMARY: 256 errors", then, past the print limit, a second "ERROR SUMMARY: 56
+# errors were not printed" that is not the count; racecheck ends with its own summary
+_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?\b(?!\s+were not printed)", re.I)
+_RACE_SUMMARY = re.compile(
+    r"RACECHECK SUMMARY:\s*\d+\s+hazards?\s+displayed\s*\((\d+)\s+errors?,\s*\d+\s+warnings?\)",
+    re.I,
+)
 _NOT_FINDINGS = (
     "COMPUTE-SANITIZER",
     "ERROR SUMMARY",
@@ -168,9 +174,12 @@ def parse(text: str, tool: str) -> Report:
         if content is None or not content.strip():
             current = None if content is not None else current
             continue
-        summary = _SUMMARY.search(content)
+        summary = _SUMMARY.search(content) or _RACE_SUMMARY.search(content)
         if summary:
             errors = int(summary.group(1))
+            current = None
+            continue
+        if "SUMMARY:" in content:  # the second line past the print limit
             current = None
             continue
         if not content[0].isspace():  # at the margin: a new finding, or the tool's own line

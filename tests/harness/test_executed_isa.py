@@ -1,7 +1,9 @@
 """Executed-instruction evidence (``harness/perf/isa.py``) and ``--expect-isa`` (the ``isa``
-rung): parsed from ncu's raw CSV -- the real H200 log of a vector add (no per-opcode
-instances: pipe activity only) and a synthetic Hopper matmul (HGMMA + TMA, per-opcode
-instances) that a capture is to replace (``fixtures/ncu/README.md``).
+rung): parsed from ncu's raw CSV -- real H200 logs of a vector add (no per-opcode instances:
+pipe activity only), of a Triton bf16 matmul (HGMMA executed) and of the same matmul in
+fp32 with ``input_precision="ieee"`` (a SIMT path: FFMA), both with per-opcode instances,
+and a synthetic Hopper matmul for what no capture shows yet (TMA operations)
+(``fixtures/ncu/README.md``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from harness.verdict import RungResult
 
 H200_LOG = FIXTURES / "ncu" / "h200_vector_add_raw.csv"
 HGMMA_LOG = FIXTURES / "ncu" / "synthetic_hgmma_matmul.csv"
+BF16_LOG = FIXTURES / "ncu" / "h200_triton_bf16_matmul.csv"
+SIMT_LOG = FIXTURES / "ncu" / "h200_triton_fp32_ieee_matmul.csv"
 
 
 def _hot(path: Path) -> isa.Executed:
@@ -50,7 +54,7 @@ def test_the_h200_vector_add_ran_no_tensor_pipe_and_wgmma_fails_naming_its_pipes
     assert isa.expect(executed, "none").ok is True and isa.expect(executed, None).ok is True
 
 
-def test_a_synthetic_hopper_matmul_executed_hgmma_and_tma() -> None:
+def test_a_synthetic_hopper_matmul_counts_tma_and_folds_opcode_modifiers() -> None:
     executed = _hot(HGMMA_LOG)
     assert executed.kernel == "matmul_kernel" and executed.source == "opcodes"  # the hot one
     assert executed.families["wgmma"] == 1_048_576 and executed.families["hmma"] == 0
@@ -64,6 +68,28 @@ def test_a_synthetic_hopper_matmul_executed_hgmma_and_tma() -> None:
     assert isa.expect(executed, "tcgen05").ok is False
     doc = executed.as_dict()
     assert doc["tensor_families"] == {"wgmma": 1_048_576} and doc["tma_ops"] == 65_536
+
+
+def test_a_triton_bf16_matmul_on_the_h200_executed_hgmma_and_no_tma() -> None:
+    executed = _hot(BF16_LOG)
+    assert executed.kernel == "matmul" and executed.source == "opcodes"
+    assert executed.families == {"hmma": 0, "wgmma": 262_144, "tcgen05": 0}
+    assert executed.opcodes["HGMMA"] == 262_144 and executed.opcodes["LDGSTS"] == 557_056
+    for family in ("wgmma", "hgmma", "tensor"):
+        assert isa.expect(executed, family).ok is True, family
+    no_tma = isa.expect(executed, "tma")  # Triton loads through cp.async (LDGSTS) here
+    assert no_tma.ok is False and "262k wgmma" in no_tma.reason and "LDGSTS" in no_tma.reason
+
+
+def test_the_same_matmul_in_ieee_fp32_ran_simt_and_fails_every_tensor_family() -> None:
+    executed = _hot(SIMT_LOG)
+    assert executed.families == {"hmma": 0, "wgmma": 0, "tcgen05": 0}
+    assert executed.fp32_ops == 268_435_456 and executed.opcodes["FFMA"] == 268_435_456
+    for family in ("wgmma", "hmma", "tensor", "tcgen05"):
+        decision = isa.expect(executed, family)
+        assert decision.ok is False, family
+        assert "tensor: none" in decision.reason and "FFMA 268M" in decision.reason
+    assert isa.expect(executed, "none").ok is True
 
 
 def test_instanced_cells_and_unknown_metrics_parse() -> None:
@@ -114,7 +140,7 @@ def test_on_a_cpu_the_profile_and_isa_rungs_say_they_need_a_gpu() -> None:
 
 def test_the_isa_rung_decides_on_the_profile_it_is_handed() -> None:
     vector_add = ProfileReport({}, _hot(H200_LOG))
-    matmul = ProfileReport({}, _hot(HGMMA_LOG))
+    matmul = ProfileReport({}, _hot(BF16_LOG))
     dump = DumpReport({"mma": ["HGMMA.64x256x16.F32.BF16"]})
     failed = IsaRung().run(_ctx("cuda", expect_isa="wgmma"), Earlier(vector_add))
     assert failed.ok is False and "busiest pipes" in failed.reason
@@ -146,13 +172,13 @@ sys.exit(subprocess.call(args[i:]))
 def test_expect_isa_fails_a_kernel_that_ran_another_family_end_to_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The profile rung's ncu (a stand-in replaying the synthetic matmul log) wraps a real
+    """The profile rung's ncu (a stand-in replaying the H200 bf16 matmul log) wraps a real
     worker; an ncu that does not know a per-pipe count is run again without them; the
     ``isa`` rung fails ``--expect-isa hmma`` naming the wgmma the hot kernel ran."""
     from harness.rungs.ladder import Ladder
 
     fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.replace("@CSV@", str(HGMMA_LOG)))
+    fake.write_text(FAKE_NCU.replace("@CSV@", str(BF16_LOG)))
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
 
@@ -182,9 +208,9 @@ def test_expect_isa_fails_a_kernel_that_ran_another_family_end_to_end(
     profile = next(r for r in verdict.rungs if r.name == "profile")
     assert profile.ok is True, profile.reason
     assert "does not know sm__inst_executed_pipe_tma.sum" in profile.reason
-    assert "1.05M wgmma" in profile.reason
+    assert "262k wgmma" in profile.reason
     found = next(r for r in verdict.rungs if r.name == "isa")
     assert found.ok is False and not verdict.ok
-    assert "matmul_kernel executed no mma.sync" in found.reason and "HGMMA" in found.reason
-    assert verdict.performance["profile"]["executed"]["tensor_families"] == {"wgmma": 1_048_576}
+    assert "matmul executed no mma.sync" in found.reason and "262k wgmma" in found.reason
+    assert verdict.performance["profile"]["executed"]["tensor_families"] == {"wgmma": 262_144}
     assert verdict.options["expect_isa"] == "hmma"

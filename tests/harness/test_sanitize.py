@@ -1,6 +1,7 @@
 """The sanitize rung (``--sanitize``) and compute-sanitizer's report parser
-(``harness/perf/sanitizer.py``), on hand-written reports in the tool's text layout
-(``fixtures/sanitizer/README.md``: synthetic, to be replaced by H200 captures).
+(``harness/perf/sanitizer.py``), on reports captured on an H200 with the rung's own command
+(``h200_*``) and on hand-written ones in the tool's layout where no capture exists yet
+(``fixtures/sanitizer/README.md`` says which is which).
 """
 
 from __future__ import annotations
@@ -52,22 +53,48 @@ def test_memcheck_findings_grouped_by_kind_kernel_and_line() -> None:
     assert "memcheck: 1 x CUDA API error cudaErrorLaunchFailure from cudaStreamSynchronize" in lines
 
 
-def test_initcheck_racecheck_and_clean_reports() -> None:
-    init = _parsed("initcheck_uninitialized.txt", "initcheck")
-    assert init.errors == 1
-    assert init.findings[0].kind == "Uninitialized __global__ memory read"
-    assert init.findings[0].kernel == "void row_sum<float>(const float *, float *, int)"
-    assert init.findings[0].where == "kernels.cu:41"
-    race = _parsed("racecheck_shared_hazard.txt", "racecheck")
-    assert race.errors == 2 and len(race.findings) == 2  # the tool's summary lines are not
-    assert race.findings[0].kind == "Race between Write and Read access"
-    assert sanitizer.lines(sanitizer.summarize(race)) == [
-        "racecheck: 2 x Race between Write and Read access in reduce_kernel at reduce.cu:58"
+def test_initcheck_racecheck_and_clean_reports_captured_on_the_h200() -> None:
+    init = _parsed("h200_initcheck_never_written.txt", "initcheck")
+    # past the print limit the tool adds "ERROR SUMMARY: 56 errors were not printed":
+    # the count stays the first summary's
+    assert init.errors == 256 and len(init.findings) == 3
+    assert {(f.kind, f.kernel, f.where) for f in init.findings} == {
+        ("Uninitialized __global__ memory read", "never_written", "bugs.cu:8")
+    }
+    assert sanitizer.lines(sanitizer.summarize(init)) == [
+        "initcheck: 3 x Uninitialized __global__ memory read in never_written at bugs.cu:8",
+        "initcheck: 256 error(s) in all (the report itemises fewer)",
     ]
-    clean = _parsed("synccheck_clean.txt", "synccheck")
-    assert clean.clean and sanitizer.lines(sanitizer.summarize(clean)) == ["synccheck: clean"]
+    race = _parsed("h200_racecheck_shared_race.txt", "racecheck")
+    # racecheck has no ERROR SUMMARY: its own "RACECHECK SUMMARY: ... (1 error, 0 warnings)"
+    assert race.errors == 1 and len(race.findings) == 1
+    assert sanitizer.lines(sanitizer.summarize(race)) == [
+        "racecheck: 1 x Race between Write and Read access in shared_race at bugs.cu:13"
+    ]
+    for name, tool in (
+        ("h200_racecheck_clean.txt", "racecheck"),
+        ("h200_synccheck_clean.txt", "synccheck"),
+        ("h200_memcheck_clean.txt", "memcheck"),
+    ):
+        clean = _parsed(name, tool)
+        assert clean.clean and sanitizer.lines(sanitizer.summarize(clean)) == [f"{tool}: clean"]
     unfinished = _parsed("memcheck_unfinished.txt", "memcheck")
     assert unfinished.errors is None and not unfinished.findings and not unfinished.clean
+
+
+def test_a_cxx_kernel_name_with_spaces_is_kept_whole() -> None:
+    text = (
+        "========= Uninitialized __global__ memory read of size 4 bytes\n"
+        "=========     at void row_sum<float>(const float *, float *, int)+0x1f0 in"
+        " /tmp/x/kernels.cu:41\n"
+        "========= ERROR SUMMARY: 1 error\n"
+    )
+    found = sanitizer.parse(text, "initcheck")
+    assert found.errors == 1
+    assert (found.findings[0].kernel, found.findings[0].where) == (
+        "void row_sum<float>(const float *, float *, int)",
+        "kernels.cu:41",
+    )
 
 
 def test_frames_in_older_and_bare_forms() -> None:
@@ -121,7 +148,7 @@ import os, shutil, subprocess, sys
 args = sys.argv[1:]
 tool = args[args.index("--tool") + 1]
 report = {"memcheck": "memcheck_out_of_bounds.txt", "synccheck": "memcheck_unfinished.txt"}
-shutil.copyfile(os.path.join("@DIR@", report.get(tool, "synccheck_clean.txt")),
+shutil.copyfile(os.path.join("@DIR@", report.get(tool, "h200_synccheck_clean.txt")),
                 args[args.index("--log-file") + 1])
 sys.exit(subprocess.call(args[args.index("env"):]))
 """

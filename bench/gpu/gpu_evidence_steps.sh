@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# GPU evidence for the walls, every user, correctness at every size and the tool rungs, in
+# one device call (each step has its own time limit; nothing stops the rest). STEPS picks:
+#   bisect    ncu and compute-sanitizer behind each wall (bench/gpu/gpu_profilers_bisect.py)
+#   fixtures  real ncu / compute-sanitizer output for the parsers (capture_tool_fixtures.py)
+#   rungs     `check --profile --expect-isa wgmma --sanitize` inside the walls: the wgmma
+#             matmul and the vector add, in the default mode and in none mode
+#   user      honest and off-by-one vector add checks as an unprivileged user (auto, none)
+#   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
+#             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
+#             Triton kernels of bench/candidates/ and the zero writer
+#   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
+#   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: prepare-cutedsl-wheels.sh)
+# Logs in one tarball under $OUT (the device tool brings back few files).
+#   STEPS="bisect fixtures" bash bench/gpu/gpu_evidence_steps.sh
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+OUT_DIR=${OUT:-$PWD/gpu-evidence-out}
+W=$(mktemp -d /tmp/ck-evidence.XXXXXX)
+mkdir -p "$OUT_DIR"
+export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1 OUT="$W" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+STEPS=${STEPS:-bisect fixtures rungs user kb}
+T0=$(date +%s)
+stamp() { echo "[+$(( $(date +%s) - T0 ))s] $*"; }
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+{
+  date -u +"%Y-%m-%d %H:%M:%S UTC"; uname -r; id
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
+} > "$W/env.txt" 2>&1
+cat "$W/env.txt"
+check() {  # check LOG ARGS...: one harness check, its ladder kept in LOG
+  local log=$1; shift
+  timeout -k 5 "${CHECK_S:-240}" python3 -m harness check --no-server --no-record "$@" > "$W/$log" 2>&1
+  echo "exit $?" >> "$W/$log"
+  echo "== $log"; grep -E "^\[|verdict|exit" "$W/$log" | cut -c1-400
+}
+
+if has bisect; then
+  stamp "bisect"
+  timeout -k 5 ${BISECT_S:-240} python3 bench/gpu/gpu_profilers_bisect.py > "$W/bisect.log" 2>&1
+  echo "exit $?" >> "$W/bisect.log"; cut -c1-600 "$W/bisect.log"
+fi
+if has fixtures; then
+  stamp "fixtures"
+  timeout -k 5 ${FIXTURES_S:-180} python3 bench/gpu/capture_tool_fixtures.py > "$W/fixtures.log" 2>&1
+  echo "exit $?" >> "$W/fixtures.log"; cut -c1-600 "$W/fixtures.log"
+fi
+if has rungs; then
+  stamp "rungs inside the walls"
+  check rungs-wgmma.log examples/matmul_bf16 examples/matmul_bf16/solution_triton_wgmma.py \
+    --device cuda --profile --expect-isa wgmma --sanitize
+  check rungs-add.log examples/vector_add examples/vector_add/solution_triton.py --device cuda \
+    --profile --sanitize
+  CTXKERNEL_ISOLATION=none check rungs-add-none.log examples/vector_add \
+    examples/vector_add/solution_triton.py --device cuda --profile --sanitize
+fi
+if has user; then
+  stamp "as an unprivileged user"
+  id ckuser >/dev/null 2>&1 || useradd -m ckuser
+  p=$PWD; while [ "$p" != / ]; do chmod o+rx "$p" 2>/dev/null; p=$(dirname "$p"); done
+  chmod -R o+rX "$PWD" 2>/dev/null; chmod 1777 "$W"
+  for mode in auto none; do
+    for cand in examples/vector_add/solution_triton.py examples/vector_add/bad/off_by_one.py; do
+      log="user-$mode-$(basename "$cand" .py).log"
+      runuser -u ckuser -- env -i PATH="$PATH" HOME=/home/ckuser PYTHONPATH="$PYTHONPATH" \
+        CTXKERNEL_ISOLATION=$mode timeout -k 5 180 python3 -m harness check examples/vector_add "$cand" \
+        --device cuda --no-record > "$W/$log" 2>&1
+      echo "exit $?" >> "$W/$log"; echo "== $log"; grep -E "^\[|verdict|exit" "$W/$log" | cut -c1-300
+    done
+  done
+fi
+if has kb; then
+  stamp "upstream KernelBench at upstream sizes"
+  for pair in 23_Softmax:softmax 37_FrobeniusNorm_:frobenius 39_L2Norm_:l2norm \
+      53_Min_reduction_over_a_dimension:min; do
+    f=${pair%%:*}; c=${pair##*:}
+    CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
+      --device cuda --shapes bench
+    CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
+      --device cuda --shapes bench
+    stamp "$f done"
+  done
+fi
+if has cheats; then
+  stamp "planted evidence cheats"
+  OUT="$W/cheats" SKIP_TESTS=1 timeout -k 5 ${CHEATS_S:-330} bash bench/gpu/gpu_evidence.sh \
+    > "$W/cheats.log" 2>&1
+  echo "exit $?" >> "$W/cheats.log"; cut -c1-400 "$W/cheats.log"
+fi
+if has cutedsl && [ -d .whl ]; then
+  stamp "CuTeDSL inside the walls"
+  SITE=/tmp/ck-site; rm -rf $SITE; mkdir -p $SITE; chmod 755 $SITE
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl > /dev/null 2>&1
+  tar -xJf .whl/cu13-content.tar.xz -C $SITE
+  PYTHONPATH="$PYTHONPATH:$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages" \
+    check cutedsl-auto.log examples/vector_add examples/vector_add/solution_cutedsl.py --device cuda --bench
+  PYTHONPATH="$PYTHONPATH:$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages" CTXKERNEL_ISOLATION=none \
+    check cutedsl-none.log examples/vector_add examples/vector_add/solution_cutedsl.py --device cuda
+fi
+stamp "done"
+tar -czf "$OUT_DIR/evidence.tgz" -C "$W" . && ls -la "$OUT_DIR"
