@@ -6,6 +6,8 @@
 #   rungs     `check --profile --expect-isa wgmma --sanitize` inside the walls: the wgmma
 #             matmul and the vector add, in the default mode and in none mode
 #   user      honest and off-by-one vector add checks as an unprivileged user (auto, none)
+#   usertests the GPU harness tests (every example's honest solution, the GPU cheats) as an
+#             unprivileged user, in the default mode and in none mode
 #   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer
@@ -68,6 +70,18 @@ if has user; then
         --device cuda --no-record > "$W/$log" 2>&1
       echo "exit $?" >> "$W/$log"; echo "== $log"; grep -E "^\[|verdict|exit" "$W/$log" | cut -c1-300
     done
+  done
+fi
+if has usertests; then
+  stamp "GPU harness tests as an unprivileged user"
+  id ckuser >/dev/null 2>&1 || useradd -m ckuser
+  p=$PWD; while [ "$p" != / ]; do chmod o+rx "$p" 2>/dev/null; p=$(dirname "$p"); done
+  chmod -R o+rX "$PWD" 2>/dev/null; chmod 1777 "$W"
+  for mode in auto none; do
+    runuser -u ckuser -- env -i PATH="$PATH" HOME=/home/ckuser PYTHONPATH="$PYTHONPATH" \
+      CTXKERNEL_ISOLATION=$mode timeout -k 5 ${USER_TESTS_S:-170} python3 -m pytest -q \
+      -p no:cacheprovider -rfE -m gpu tests/harness/test_harness_gpu.py > "$W/usertests-$mode.log" 2>&1
+    echo "exit $?" >> "$W/usertests-$mode.log"; echo "== usertests $mode"; tail -6 "$W/usertests-$mode.log"
   done
 fi
 if has kb; then

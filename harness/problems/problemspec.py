@@ -297,19 +297,28 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str | None]:
 STRESS_CLASSES = ("rescale", "rows", "spike", "block")
 
 
-def _stress(setting: str, value: Any) -> str | None:
-    """``STRESS``: True/False, a list of classes, or a dict of class -> bool."""
+def _classes(setting: str, value: Any, known: tuple[str, ...], example: str) -> str | None:
+    """The shape ``STRESS`` and ``EDGE_INPUTS`` share: True/False, or a list or dict whose
+    keys name known classes (what a dict maps them to is each setting's own check)."""
     if value is None or isinstance(value, bool):
         return None
     names = list(value) if isinstance(value, (list, tuple, set, frozenset, dict)) else None
     if names is None or not all(isinstance(n, str) for n in names):
         return (
             f"{setting}: expected True, False, a list of classes or a dict like "
-            f'{{"rows": False}} (classes: {", ".join(STRESS_CLASSES)}); {_got(value)}'
+            f"{example} (classes: {', '.join(known)}); {_got(value)}"
         )
-    unknown = [n for n in names if n not in STRESS_CLASSES]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        return f"{setting}: unknown class {unknown[0]!r} (classes: {', '.join(STRESS_CLASSES)})"
+        return f"{setting}: unknown class {unknown[0]!r} (classes: {', '.join(known)})"
+    return None
+
+
+def _stress(setting: str, value: Any) -> str | None:
+    """``STRESS``: True/False, a list of classes, or a dict of class -> bool."""
+    wrong = _classes(setting, value, STRESS_CLASSES, '{"rows": False}')
+    if wrong:
+        return wrong
     if isinstance(value, dict) and not all(isinstance(v, bool) for v in value.values()):
         return f"{setting}: each class maps to True or False; {_got(value)}"
     return None
@@ -325,18 +334,9 @@ def _edge(setting: str, value: Any) -> str | None:
     """``EDGE_INPUTS``: True/False, a list of classes, or a dict of class -> True/False or
     a list narrowing it: input numbers for the view classes and ``nonfinite``, dimension
     names for ``size0``."""
-    classes = ", ".join(EDGE_CLASSES)
-    if value is None or isinstance(value, bool):
-        return None
-    names = list(value) if isinstance(value, (list, tuple, set, frozenset, dict)) else None
-    if names is None or not all(isinstance(n, str) for n in names):
-        return (
-            f"{setting}: expected True, False, a list of classes or a dict like "
-            f'{{"strided": True, "size0": ["m"]}} (classes: {classes}); {_got(value)}'
-        )
-    unknown = [n for n in names if n not in EDGE_CLASSES]
-    if unknown:
-        return f"{setting}: unknown class {unknown[0]!r} (classes: {classes})"
+    wrong = _classes(setting, value, EDGE_CLASSES, '{"strided": True, "size0": ["m"]}')
+    if wrong:
+        return wrong
     for name, narrowed in value.items() if isinstance(value, dict) else ():
         if isinstance(narrowed, bool):
             continue

@@ -8,21 +8,19 @@ and a synthetic Hopper matmul for what no capture shows yet (TMA operations)
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cheatspec import EXAMPLES, FIXTURES
+from cheatspec import FIXTURES
+from pretendgpu import check_vector_add, install_tool
 
 from harness.options import RunOptions
 from harness.perf import isa, ncu
 from harness.rungs.isa import IsaRung
 from harness.rungs.profile import ProfileRung
 from harness.rungs.results import DumpReport, Earlier, ProfileReport
-from harness.runner import LocalRunner, check
-from harness.verdict import RungResult
 
 H200_LOG = FIXTURES / "ncu" / "h200_vector_add_raw.csv"
 HGMMA_LOG = FIXTURES / "ncu" / "synthetic_hgmma_matmul.csv"
@@ -175,35 +173,12 @@ def test_expect_isa_fails_a_kernel_that_ran_another_family_end_to_end(
     """The profile rung's ncu (a stand-in replaying the H200 bf16 matmul log) wraps a real
     worker; an ncu that does not know a per-pipe count is run again without them; the
     ``isa`` rung fails ``--expect-isa hmma`` naming the wgmma the hot kernel ran."""
-    from harness.rungs.ladder import Ladder
-
-    fake = tmp_path / "ncu"
-    fake.write_text(FAKE_NCU.replace("@CSV@", str(BF16_LOG)))
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-
-    class PretendGPU:  # the parent believes in a GPU; the profiled worker runs on the CPU
-        name, gating = "pretend", False
-
-        def run(self, ctx: Any, earlier: Any) -> RungResult:
-            ctx.device = "cuda"
-            return RungResult.passed(self)
-
-    options = RunOptions(
-        device="cpu",
-        trials=1,
-        burst=2,
-        record=False,
-        timeout_s=120.0,
+    install_tool(tmp_path, monkeypatch, "ncu", FAKE_NCU.replace("@CSV@", str(BF16_LOG)))
+    verdict = check_vector_add(
+        [ProfileRung(), IsaRung()],
         shapes=[{"n": 1000}],
         bench_shapes=[{"n": 1000}],
         expect_isa="hmma",
-    )
-    verdict = check(
-        EXAMPLES / "vector_add",
-        EXAMPLES / "vector_add" / "solution_triton.py",
-        options,
-        runner=LocalRunner(Ladder([PretendGPU(), ProfileRung(), IsaRung()])),
     )
     profile = next(r for r in verdict.rungs if r.name == "profile")
     assert profile.ok is True, profile.reason

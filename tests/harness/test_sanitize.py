@@ -6,20 +6,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cheatspec import EXAMPLES, FIXTURES
+from cheatspec import FIXTURES
+from pretendgpu import check_vector_add, install_tool
 
 from harness.options import RunOptions
 from harness.perf import sanitizer
 from harness.rungs.results import Earlier
 from harness.rungs.sanitize import SanitizeRung
-from harness.runner import LocalRunner, check
-from harness.verdict import RungResult
 
 REPORTS = FIXTURES / "sanitizer"
 
@@ -157,35 +155,10 @@ sys.exit(subprocess.call(args[args.index("env"):]))
 def test_the_rung_wraps_a_worker_per_tool_and_fails_on_findings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness.rungs.ladder import Ladder
-
-    fake = tmp_path / "compute-sanitizer"
-    fake.write_text(FAKE_SANITIZER.replace("@DIR@", str(REPORTS)))
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-
-    class PretendGPU:  # the parent believes in a GPU; the wrapped workers run on the CPU
-        name, gating = "pretend", False
-
-        def run(self, ctx: Any, earlier: Any) -> RungResult:
-            ctx.device = "cuda"
-            return RungResult.passed(self)
-
-    options = RunOptions(
-        device="cpu",
-        trials=1,
-        burst=2,
-        record=False,
-        timeout_s=120.0,
-        shapes=[{"n": 5000}, {"n": 1000}],
-        sanitize=True,
+    install_tool(
+        tmp_path, monkeypatch, "compute-sanitizer", FAKE_SANITIZER.replace("@DIR@", str(REPORTS))
     )
-    verdict = check(
-        EXAMPLES / "vector_add",
-        EXAMPLES / "vector_add" / "solution_triton.py",
-        options,
-        runner=LocalRunner(Ladder([PretendGPU(), SanitizeRung()])),
-    )
+    verdict = check_vector_add([SanitizeRung()], shapes=[{"n": 5000}, {"n": 1000}], sanitize=True)
     rung = next(r for r in verdict.rungs if r.name == "sanitize")
     assert rung.ok is False and not verdict.ok
     assert rung.reason.startswith("n=1000: ")  # the smallest shape
