@@ -498,9 +498,16 @@ def run_oneshot(
     remove_entry(result_path)
     write_fresh(request_path, json.dumps(request))
     out_path, err_path = logdir / f"{tag}.stdout.log", logdir / f"{tag}.stderr.log"
-    # the wrapper (a profiler) runs inside the walls: what it writes goes to the worker's
-    # own folder, named in its arguments as {workdir}
-    wrapper = [arg.replace("{workdir}", str(workdir)) for arg in wrapper]
+    # the wrapper (a profiler) runs inside the walls: its report goes to a folder of its
+    # own beside the worker's ({tooldir} in its arguments), which the tool may write and
+    # the worker it wraps may not -- a candidate cannot forge or blank the report
+    tooldir = workdir.parent / f".{tag}.tool"
+    if wrapper:
+        remove_entry(tooldir)
+        tooldir.mkdir(mode=0o700)
+    wrapper = [
+        arg.replace("{tooldir}", str(tooldir)).replace("{workdir}", str(workdir)) for arg in wrapper
+    ]
     cmd = [
         *wrapper,
         options.python or sys.executable,
@@ -535,12 +542,15 @@ def run_oneshot(
                 cmd,
                 pid_w,
                 keep_admin=keep_admin,
-                keep_paths=sandbox.worker_paths(workdir, *keep_paths, *_tool_dirs(wrapper))
+                keep_paths=sandbox.worker_paths(
+                    workdir, *keep_paths, *_tool_dirs(wrapper), *([tooldir] if wrapper else [])
+                )
                 if isolation.private_tmp and mode != "none"
                 else None,
                 writable=str(workdir),
                 hidden=hidden,
                 profiler=bool(wrapper),
+                tool_dir=str(tooldir) if wrapper else None,
                 walls_on=isolation.walls,
             ),
             cwd=workdir,
@@ -577,6 +587,7 @@ def run_oneshot(
         "stderr": err_path,
         "result": result,
         "workdir": str(workdir),
+        "tooldir": str(tooldir),
     }
 
 

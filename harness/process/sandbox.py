@@ -305,6 +305,7 @@ def command(
     hidden: list[str] | None = None,
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
+    tool_dir: str | None = None,
 ) -> list[str]:
     """The launcher's command line that runs ``argv`` isolated in ``mode``; with
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
@@ -327,6 +328,8 @@ def command(
             cmd += ["--hide", path]
         if profiler:
             cmd.append("--profiler")
+        if tool_dir:
+            cmd += ["--tool-dir", tool_dir]
     return [*cmd, "--", *argv]
 
 
@@ -610,6 +613,7 @@ def enter_worker(
     hidden: list[str] | None = None,
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
+    tool_dir: str | None = None,
 ) -> None:
     """The worker's last steps before it runs. Namespace modes: private temp folders
     (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
@@ -628,7 +632,7 @@ def enter_worker(
         devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
         walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
         if "ro" in walls_on:
-            walls.read_only_world(own, proc=profiler)
+            walls.read_only_world([*own, *([tool_dir] if tool_dir else [])], proc=profiler)
         try:  # the working directory, resolved again: through the new (writable) mounts
             os.chdir(os.getcwd())
         except OSError:
@@ -649,7 +653,8 @@ def enter_worker(
         # a profiler (ncu, compute-sanitizer) runs its target as a child, whose /proc/<pid>
         # the CUDA driver writes: the profiler's layer leaves /proc writable, and the target
         # adds a layer of its own at once (``self_walls``), as strict as a plain worker's
-        walls.landlock([*own, "/proc"] if profiler else own, devices, unread)
+        tool = [*own, "/proc", *([tool_dir] if tool_dir else [])]
+        walls.landlock(tool if profiler else own, devices, unread)
         walls.seccomp(network=not profiler, host=mode == "none" and not profiler)
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
@@ -665,11 +670,11 @@ def _unread(mode: str, own: list[str], hidden: Sequence[str] | None) -> list[str
 
 
 def self_walls_spec(mode: str, writable: str, hidden: Sequence[str], private_tmp: bool) -> str:
-    """The landlock layer a profiled worker puts on itself (``--self-walls``), as JSON: the
-    same writable folders and unread folders as the launcher's layer of a plain worker."""
+    """The landlock layer a profiled worker puts on itself (``--self-walls``), as JSON:
+    writes only beneath its own folder (its TMPDIR is there) -- not the private temp
+    folders a plain worker may also write, beneath which the tool's folder may be bound --
+    and the same unread folders as a plain worker's."""
     own = [writable]
-    if mode != "none" and private_tmp:
-        own += list(PRIVATE_TMP)
     return json.dumps({"writable": own, "unread": _unread(mode, own, hidden)})
 
 
@@ -731,6 +736,7 @@ def launch(
     hidden: list[str] | None = None,
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
+    tool_dir: str | None = None,
 ) -> None:
     _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
@@ -739,7 +745,9 @@ def launch(
 
     def become() -> None:
         os.close(pid_fd)
-        enter_worker(mode, keep_admin, keep_paths, True, writable, hidden, profiler, walls_on)
+        enter_worker(
+            mode, keep_admin, keep_paths, True, writable, hidden, profiler, walls_on, tool_dir
+        )
         _exec(argv)
 
     run_isolated(mode, lambda pid: _report_pid(pid_fd, pid), become, net="net" in walls_on)
@@ -949,7 +957,8 @@ def main(argv: list[str]) -> int:
     except ValueError:
         _fail(
             "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
-            "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler]] "
+            "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler] "
+            "[--tool-dir DIR]] "
             "-- CMD..."
         )
     opts, cmd = argv[:split], argv[split + 1 :]
@@ -987,6 +996,7 @@ def main(argv: list[str]) -> int:
             hidden,
             "--profiler" in values,
             walls_on,
+            values.get("--tool-dir"),
         )
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")

@@ -137,11 +137,11 @@ def _profiled(
     oneshot: Any, request: dict[str, Any], binary: str, metrics: tuple[str, ...], tmp: Path
 ) -> tuple[dict[str, Any], str]:
     """One ncu run of the profiled worker: (its outcome, the CSV it wrote or '')."""
-    # ncu runs inside the walls: its log goes to the worker's folder, and is read from
-    # there as any file a worker wrote (a regular file of bounded size)
-    cmd = ncu.command(binary, "{workdir}/.ncu.csv", metrics=metrics)
+    # ncu runs inside the walls: its log goes to the tool's own folder, which the worker it
+    # profiles cannot write, and is read as any file from inside (regular, bounded size)
+    cmd = ncu.command(binary, "{tooldir}/.ncu.csv", metrics=metrics)
     outcome: dict[str, Any] = oneshot(request, cmd, PROFILE_TIMEOUT_S, tag="profile")
-    written = Path(str(outcome.get("workdir") or tmp)) / ".ncu.csv"
+    written = Path(str(outcome.get("tooldir") or tmp)) / ".ncu.csv"
     if not written.is_file() and Path(f"{written}.log").is_file():
         written = Path(f"{written}.log")
     return outcome, _read_worker_file(written)

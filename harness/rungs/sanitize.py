@@ -63,13 +63,13 @@ class SanitizeRung:
         unchecked: list[str] = []
         for tool in sanitizer.TOOLS:
             budget = sanitizer.BUDGET_S[tool]
-            log = "{workdir}/" + sanitizer.log_name(tool)
+            log = "{tooldir}/" + sanitizer.log_name(tool)  # the worker cannot write there
             outcome = oneshot(request, sanitizer.command(binary, tool, log), budget, tag=tool)
             if outcome.get("timed_out"):
                 unchecked.append(f"{tool} ran past its {budget:g} s")
                 continue
-            workdir = Path(str(outcome.get("workdir") or tempfile.gettempdir()))
-            report = sanitizer.parse(_read_worker_file(workdir / sanitizer.log_name(tool)), tool)
+            folder = Path(str(outcome.get("tooldir") or tempfile.gettempdir()))
+            report = sanitizer.parse(_read_worker_file(folder / sanitizer.log_name(tool)), tool)
             if report.errors is None:
                 unchecked.append(f"{tool} gave no error summary (exit {outcome.get('returncode')})")
                 continue

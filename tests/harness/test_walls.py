@@ -501,21 +501,26 @@ from pathlib import Path
 from harness.process import sandbox
 from harness.process.workerenv import scrubbed_env
 
-work, outside = Path(sys.argv[1]), Path(sys.argv[2])
+work, outside, tool_dir = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[4])
 isolation = sandbox.isolation()
 mode = isolation.profiler_mode()
 if mode == "none" or mode == "pidns":
     sandbox.harden_parent()
 hidden = sandbox.parent_folders([work])
 spec = sandbox.self_walls_spec(mode, str(work), hidden, isolation.private_tmp)
-target = [sys.executable, "-c", sys.argv[3], spec, str(outside)]
-# the "profiler": a shell that starts the target as its child, as ncu does
-wrapper = ["sh", "-c", 'echo tool > /proc/$$/comm && echo tool-proc-ok; "$@"', "tool"]
+target = [sys.executable, "-c", sys.argv[3], spec, str(outside), str(tool_dir / "report")]
+# the "profiler": a shell that writes its report into its own folder and starts the
+# target as its child, as ncu and compute-sanitizer do
+script = 'echo tool > /proc/$$/comm && echo clean > "$0/report" && echo tool-proc-ok; "$@"'
+wrapper = ["sh", "-c", script, str(tool_dir)]
 pid_r, pid_w = os.pipe()
-keep = sandbox.worker_paths(work, sys.prefix) if isolation.private_tmp and mode != "none" else None
+keep = (
+    sandbox.worker_paths(work, tool_dir, sys.prefix)
+    if isolation.private_tmp and mode != "none" else None
+)
 cmd = sandbox.command(mode, [*wrapper, *target], pid_w, keep_admin=mode == "pidns",
                       keep_paths=keep, writable=str(work), hidden=hidden, profiler=True,
-                      walls_on=isolation.walls)
+                      walls_on=isolation.walls, tool_dir=str(tool_dir))
 proc = subprocess.Popen(cmd, cwd=work, env=scrubbed_env(work, {}), stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                         pass_fds=(pid_w,), start_new_session=True)
@@ -545,6 +550,7 @@ tool = f"/proc/{os.getppid()}/oom_score_adj"  # the tool's: its owner may write 
 doc["tool_proc"] = attempt(tool, open(tool).read().strip())
 doc["outside"] = attempt(sys.argv[2])
 doc["own_folder"] = attempt(os.path.join(os.getcwd(), "mine.txt"))
+doc["tool_report"] = attempt(sys.argv[3], "ERROR SUMMARY: 0 errors")
 print(json.dumps(doc))
 """
 
@@ -556,15 +562,18 @@ def test_a_profilers_target_walls_itself_as_strictly_as_a_plain_worker(
     child's own /proc/<pid>, which does not exist when the launcher's layer is made (seen
     on the H200: error 304 under either tool inside the walls). The profiler's layer leaves
     /proc writable; the target then walls itself: its own /proc/<pid> and folder writable,
-    the tool's /proc/<pid> and everything outside refused."""
+    the tool's /proc/<pid>, the tool's report and everything outside refused."""
     work = tmp_path / "work"
     work.mkdir()
+    tool_dir = tmp_path / ".sanitize.tool"
+    tool_dir.mkdir(mode=0o700)
     outside = EXAMPLES / "vector_add" / "a-profiled-target-was-here.txt"  # the user's files
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if mode == "none":
         env["CTXKERNEL_ISOLATION"] = "none"
     done = subprocess.run(
-        [sys.executable, "-c", _PROFILED_DRIVER, str(work), str(outside), _PROFILED_TARGET],
+        [sys.executable, "-c", _PROFILED_DRIVER, str(work), str(outside), _PROFILED_TARGET,
+         str(tool_dir)],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
     )  # fmt: skip
     assert "tool-proc-ok" in done.stdout, (done.stdout, done.stderr)
@@ -575,3 +584,5 @@ def test_a_profilers_target_walls_itself_as_strictly_as_a_plain_worker(
     assert doc["tool_proc"].startswith("refused"), doc
     assert doc["outside"].startswith("refused") and not outside.exists(), doc
     assert doc["own_folder"] == "written", doc
+    assert doc["tool_report"].startswith("refused"), doc
+    assert (tool_dir / "report").read_text() == "clean\n"  # as the tool wrote it
