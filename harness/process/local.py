@@ -297,7 +297,9 @@ class LocalSession:
             reason = describe_exit(returncode)
             if returncode == sandbox.LAUNCH_FAILED:  # the sandbox's words, when it said why
                 said = self._launch_failure()
-                if said != reason:
+                if said.startswith("process cap:"):  # it started, and was ended for forking
+                    reason = f"the sandbox ended the worker: {said}"
+                elif said != reason:
                     reason = f"the sandbox could not start the worker ({said})"
             self._gone = WorkerGone(reason, self.stderr_tail(), returncode)
             raise self._gone from None

@@ -24,10 +24,12 @@ the thread that started them, whatever signal ended its process. In a namespace 
     check (thread) -- launcher L -+- init C  (PID 1 of the namespace: mounts /proc, waits)
                                   +- worker W (PID 2: execs the command)
 
-L waits for W and then exits the way W did (the same status or the same signal), so the
-parent's ``Popen`` sees the worker's own exit; it writes W's host PID to ``--pid-fd`` (the
-parent's memory watchdog reads that PID's RSS). When C exits the kernel kills whatever is
-left in the namespace; C exits when L is gone. The worker is never PID 1: the namespace's
+L waits for W -- counting the tasks of W's tree meanwhile, and ending the tree when they
+number more than ``lifetime.task_cap()`` (its reason on stderr, ``LAUNCH_FAILED``) -- and
+then exits the way W did (the same status or the same signal), so the parent's ``Popen``
+sees the worker's own exit; it writes W's host PID to ``--pid-fd`` (the parent's memory
+watchdog reads that PID's RSS). When C exits the kernel kills whatever is left in the
+namespace; C exits when L is gone. The worker is never PID 1: the namespace's
 init ignores signals it has no handler for, which would change how a candidate dies.
 
 The same steps run without an exec for a worker forked from a warm template
@@ -58,16 +60,23 @@ import sys
 from _collections_abc import Callable, Sequence  # already loaded by os: no import cost
 
 try:  # imported as harness.process.sandbox
-    from . import walls
-except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the sibling
+    from . import lifetime, walls
+except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the siblings
     import importlib.util
+    from types import ModuleType
 
-    _spec = importlib.util.spec_from_file_location(
-        "ctxkernel_walls", os.path.join(os.path.dirname(os.path.realpath(__file__)), "walls.py")
-    )
-    assert _spec is not None and _spec.loader is not None
-    walls = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(walls)
+    def _sibling(name: str) -> ModuleType:
+        here = os.path.dirname(os.path.realpath(__file__))
+        spec = importlib.util.spec_from_file_location(
+            f"ctxkernel_{name}", os.path.join(here, f"{name}.py")
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    walls = _sibling("walls")
+    lifetime = _sibling("lifetime")
 
 MODES = ("userns", "pidns", "none")
 ALL_WALLS = ("net", "dev", "ro")  # the namespace-mode walls the probe can find refused
@@ -157,8 +166,12 @@ class Isolation:
         self.private_tmp = private_tmp and mode != "none"
         self.landlock = landlock  # the kernel's landlock ABI (0: none)
         self.seccomp = seccomp
-        # the walls the probe could build in this mode: "net", "dev", "ro" (walls.py)
-        self.walls = walls if mode != "none" else ()
+        # the walls the probe could build in this mode: "net", "dev", "ro" (walls.py), and
+        # whether its PID namespace caps its tasks ("pid_max": not a wall the launcher is
+        # told to build, the launcher's init sets it wherever the kernel allows)
+        found = walls if mode != "none" else ()
+        self.walls = tuple(w for w in found if w in ALL_WALLS)
+        self.pid_max = "pid_max" in found
 
     def layers(self) -> dict[str, object]:
         """The walls a worker of this mode gets (``walls.py``), by name."""
@@ -174,7 +187,22 @@ class Isolation:
             "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
             "seccomp": "on" if self.seccomp else "unavailable on this architecture",
             "subreaper": not self.namespaces,
+            "process_cap": self.process_cap(),
         }
+
+    def process_cap(self) -> str:
+        """How a worker's tree is kept to ``lifetime.task_cap()`` processes and threads: the
+        launcher counts them every 10 to 100 ms and ends the tree past the cap; below that
+        the kernel refuses the fork past it where it can (a PID namespace's ``pid_max``;
+        RLIMIT_NPROC, which spares root, and without a user namespace counts every process
+        of the user)."""
+        how = []
+        if self.pid_max:
+            how.append("pid_max of its PID namespace")
+        if os.getuid() != 0:
+            how.append("RLIMIT_NPROC" + (" over the user's tasks" if not self.namespaces else ""))
+        how.append("counted by the launcher" + ("" if how else " alone (root: no kernel limit)"))
+        return f"{lifetime.task_cap()} tasks: " + ", ".join(how)
 
     def __repr__(self) -> str:
         return (
@@ -772,8 +800,10 @@ def run_isolated(
     _fail_hook = on_fail
     life_w = -1
     init = 0
+    cap = lifetime.task_cap()
+    capped = False  # whether the kernel refuses the fork past the cap (else only the watch)
     if mode == "none":
-        walls.become_subreaper()
+        lifetime.become_subreaper()
     else:
         try:
             _unshare(mode, net)
@@ -783,15 +813,17 @@ def run_isolated(
         ready_r, ready_w = os.pipe()
         init = os.fork()
         if init == 0:
-            _init(life_r, life_w, ready_r, ready_w)
+            _init(life_r, life_w, ready_r, ready_w, cap)
         os.close(life_r)
         os.close(ready_w)
         answer = os.read(ready_r, 4096)
         os.close(ready_r)
-        if answer != b"ok":
+        if answer not in (b"ok", b"ok capped"):
             os.waitpid(init, 0)
             _fail(answer.decode(errors="replace") or "the namespace's init died")
+        capped = answer == b"ok capped"
     me = os.getpid()
+    capped = capped or os.getuid() != 0  # RLIMIT_NPROC, set in the worker below
     worker = os.fork()
     if worker == 0:
         _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
@@ -801,6 +833,7 @@ def run_isolated(
         if life_w >= 0:
             os.close(life_w)
         try:
+            lifetime.cap_nproc(cap, host=mode == "none")
             become_worker()
         except BaseException as exc:  # a worker that could not start says why
             try:
@@ -812,32 +845,46 @@ def run_isolated(
     report(worker)
     # the worker's channel ends: the parent must see EOF when it dies
     _close_fds({fd for fd in (life_w, *keep_fds) if fd >= 0})
-    while True:
-        try:
-            _, status = os.waitpid(worker, 0)
-            break
-        except InterruptedError:
-            continue
+    status, held = lifetime.watch(worker, mode, me, cap, 0.1 if capped else 0.01)
+    if held:
+        # the whole tree ends: a PID namespace with its init (the kernel refuses every
+        # fork in it from then on), else stopped one by one, then killed
+        if init:
+            os.kill(init, _SIGKILL)
+            os.waitpid(worker, 0)
+            os.waitpid(init, 0)
+        else:
+            lifetime.stop_and_kill(me)
+        _fail(
+            f"process cap: the worker's processes and threads numbered {held} at once, "
+            f"over the cap of {cap} (a fork bomb?); all of them were killed"
+        )
     if life_w >= 0:
         os.close(life_w)  # init exits; the kernel kills whatever the worker left behind
         os.waitpid(init, 0)
     else:
-        walls.reap_all(me)
+        lifetime.reap_all(me)
     if on_exit is not None:
         on_exit(status)
     _exit_like(status)
 
 
-def _init(life_r: int, life_w: int, ready_r: int, ready_w: int) -> None:
-    """PID 1 of the namespace: mount its /proc, then wait until the launcher is gone."""
+def _init(life_r: int, life_w: int, ready_r: int, ready_w: int, cap: int = 0) -> None:
+    """PID 1 of the namespace: mount its /proc, cap how many tasks the namespace may hold
+    (its ``pid_max``, where the kernel keeps one per namespace), then wait until the
+    launcher is gone."""
     try:
         _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
         os.close(life_w)
         os.close(ready_r)
         _mount_proc()
+        capped = cap > 0 and lifetime.cap_pid_namespace(cap)
+        # the namespace's orphans come to it: reaped by the kernel as they end, or their
+        # zombies would hold PIDs, and with them the cap, until the worker ends
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
         _prctl(_PR_SET_DUMPABLE, 0)
         _close_fds({life_r, ready_w})
-        os.write(ready_w, b"ok")
+        os.write(ready_w, b"ok capped" if capped else b"ok")
         os.close(ready_w)
     except OSError as exc:
         try:
@@ -877,6 +924,7 @@ def _probe_mode(mode: str, net: bool) -> dict[str, object]:
                 except OSError:
                     found["error"] = "mount -t proc proc /proc: refused"
                 if "error" not in found:
+                    found["pid_max"] = lifetime.cap_pid_namespace(lifetime.task_cap())
                     for wall, build in (
                         ("private", lambda: _private_tmp([])),
                         ("dev", walls.minimal_dev),
@@ -931,7 +979,7 @@ def _probe() -> None:
         available.append(mode)
         if got.get("private"):
             private.append(mode)
-        found[mode] = [w for w in ("net", "dev", "ro") if got.get(w)]
+        found[mode] = [w for w in ("net", "dev", "ro", "pid_max") if got.get(w)]
         refused = [f"{w}: {got[w + '_error']}" for w in ("dev", "ro") if f"{w}_error" in got]
         if refused:
             errors[f"{mode} walls"] = "; ".join(refused)

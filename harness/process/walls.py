@@ -23,12 +23,20 @@ launcher does for it:
   ``unshare``/``setns``/namespace clones, bpf, ``perf_event_open``, keyrings, kexec,
   modules, io_uring (which would bypass the filter), file handles, ``pidfd_getfd``;
   no socket but a Unix stream socket, no ``connect``, no ``sendto`` an address; no
-  System V IPC or POSIX message queue (named machine-wide). In ``none`` mode, where
+  System V IPC or POSIX message queue (named machine-wide); no extended attribute set or
+  removed (no landlock right covers them: the user's files untagged). In ``none`` mode, where
   other processes have PIDs it can name: limits, priorities and CPUs set for itself
   only, and no file made setuid, setgid or writable by every user.
 - **a subreaper** (``none`` mode, where no PID namespace ends the worker's
   descendants): the launcher adopts every orphan of the worker's tree and kills them all
   when the worker ends, ``setsid`` or not.
+- **a process cap** (every mode): the worker's tree holds at most ``task_cap()`` processes
+  and threads at once. The launcher counts them (every 100 ms, every 10 ms where no kernel
+  limit holds) and ends the whole tree past the cap, with its reason; beneath that the
+  kernel refuses the fork where it can: a PID namespace's own ``pid_max`` (Linux 6.14; root
+  too), RLIMIT_NPROC for a user other than root (the kernel spares root; without a user
+  namespace it counts every process of the user, so it is set to what the user holds plus
+  the cap). Root in ``none`` mode (no cgroups delegated) has the count alone.
 
 Each function returns what it put in force, so the verdict can say which layers held.
 This file is stdlib only and imports in a few milliseconds: the launcher loads it by
@@ -66,6 +74,8 @@ _NR: dict[str, dict[str, int]] = {
         "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203,
         "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
         "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
+        "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
     },
     "aarch64": {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "mount": 40,
@@ -87,9 +97,19 @@ _NR: dict[str, dict[str, int]] = {
         "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122,
         "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
         "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
+        "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
     },
 }  # fmt: skip
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# extended attributes set or removed: no landlock right covers them, so without a mount
+# namespace (and as a second layer with one) a worker could tag or strip the user's files
+# (``security.*`` labels, ``user.*`` metadata, ACLs); nothing honest sets one (shutil's
+# copy2 ignores EPERM from them), and reading them stays allowed
+XATTR_SETTERS = (
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "setxattrat", "removexattrat",
+)  # fmt: skip
 # refused outright (EPERM): reading or steering other processes, leaving or making
 # namespaces and mounts, kernel objects shared beyond the worker, filter bypasses
 DENIED = (
@@ -100,7 +120,7 @@ DENIED = (
     "mount_setattr", "pidfd_getfd", "io_uring_setup", "io_uring_enter",
     "io_uring_register", "name_to_handle_at", "open_by_handle_at", "kcmp",
     "process_madvise", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
-    "userfaultfd",
+    "userfaultfd", *XATTR_SETTERS,
 )  # fmt: skip
 # System V IPC and POSIX message queues: objects named machine-wide (no IPC namespace is
 # made), so another process's shared memory, semaphores and queues would be reachable by
@@ -578,63 +598,3 @@ def seccomp(network: bool = True, host: bool = False) -> bool:
     # SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC
     _syscall("seccomp", ctypes.c_uint(1), ctypes.c_uint(1), prog_buf)
     return True
-
-
-# -- lifetime (none mode) ---------------------------------------------------------------------
-
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    return int(_libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-
-
-def children(pid: int) -> list[int]:
-    """``pid``'s children (its threads' ``children`` lists, else a scan of /proc)."""
-    found: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                found += [int(c) for c in fh.read().split()]
-        return found
-    except (OSError, ValueError):
-        pass
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-def reap_all(me: int, rounds: int = 200) -> int:
-    """Kill every remaining descendant (each orphan comes back to this subreaper) and reap
-    them. Returns how many were killed."""
-    killed = 0
-    for _ in range(rounds):
-        left = children(me)
-        for pid in left:
-            try:
-                os.kill(pid, 9)
-                killed += 1
-            except OSError:
-                pass
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return killed
-            except InterruptedError:
-                continue
-            if pid == 0:
-                break
-        if not left:
-            import time
-
-            time.sleep(0.005)
-    return killed

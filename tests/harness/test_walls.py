@@ -586,3 +586,130 @@ def test_a_profilers_target_walls_itself_as_strictly_as_a_plain_worker(
     assert doc["own_folder"] == "written", doc
     assert doc["tool_report"].startswith("refused"), doc
     assert (tool_dir / "report").read_text() == "clean\n"  # as the tool wrote it
+
+
+def _sandbox_run(
+    mode: str, argv: list[str], binds: tuple[Path, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` through ``ctxkernel sandbox run`` in ``mode`` (``binds``: more it may read)."""
+    env = dict(os.environ)
+    if mode == "none":
+        env["CTXKERNEL_ISOLATION"] = "none"
+    bound = [arg for b in binds for arg in ("--bind", str(b))]
+    return subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", *bound, "--", *argv],
+        capture_output=True, text=True, env=env, timeout=180, cwd=REPO,
+    )  # fmt: skip
+
+
+def test_a_fork_bomb_from_native_code_meets_the_process_cap(mode: str, tmp_path: Path) -> None:
+    """A C program forks waiting children without end (bounded here: 3000 attempts or 4 s,
+    each child gone after 20 s by itself, so a broken cap cannot take a shared machine
+    down). Its tree never holds many more than the cap -- the kernel refuses the fork
+    where it can, the launcher counts and ends the tree in every mode, root included --
+    and the run ends with the launcher's reason; no child outlives it."""
+    from harness.process import lifetime
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on this machine")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    binary = folder / "forkbomb"
+    subprocess.run([cc, "-O1", "-o", str(binary), str(WALLS / "forkbomb.c")], check=True)
+    done = _sandbox_run(mode, [str(binary), "3000", "4", "sleep-61.8034"], (folder,))
+    assert done.returncode == sandbox.LAUNCH_FAILED, (done.returncode, done.stdout, done.stderr)
+    assert "process cap" in done.stderr and f"cap of {lifetime.task_cap()}" in done.stderr
+    assert "held" not in done.stdout, done.stdout  # ended before it could say
+    assert _gone("61.8034"), _sleepers("61.8034")[:3]
+
+
+_THREADS = r"""
+import sys, threading
+gate = threading.Event()
+threads = [threading.Thread(target=gate.wait) for _ in range(int(sys.argv[1]))]
+for t in threads:
+    t.start()
+print("started", len(threads), flush=True)
+gate.set()
+for t in threads:
+    t.join()
+"""
+
+
+def test_a_worker_of_a_few_hundred_threads_stays_under_the_process_cap(mode: str) -> None:
+    """The cap counts threads (the kernel's counters do): a worker holding more than any
+    honest one does (torch's pools, a CUDA context, a compile's helpers) runs to its end."""
+    from harness.process import lifetime
+
+    many = lifetime.task_cap() - 64
+    done = _sandbox_run(mode, [sys.executable, "-I", "-c", _THREADS, str(many)])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"started {many}"
+
+
+_XATTRS = r"""
+import errno, os, sys
+own = os.path.join(os.getcwd(), "own.txt")  # its own file, in the one folder it may write
+with open(own, "w") as fh:
+    fh.write("mine")
+for path in (sys.argv[1], own):
+    for name, call in (
+        ("setxattr", lambda: os.setxattr(path, "user.ctxkernel-wall", b"1")),
+        ("lsetxattr", lambda: os.setxattr(path, "user.ctxkernel-wall", b"1", follow_symlinks=False)),
+        ("fsetxattr", lambda: os.setxattr(os.open(path, os.O_RDONLY), "user.ctxkernel-wall", b"1")),
+        ("removexattr", lambda: os.removexattr(path, "user.ctxkernel-old")),
+        ("lremovexattr", lambda: os.removexattr(path, "user.ctxkernel-old", follow_symlinks=False)),
+        ("fremovexattr", lambda: os.removexattr(os.open(path, os.O_RDONLY), "user.ctxkernel-old")),
+    ):
+        try:
+            call()
+            print(name, path, "ok")
+        except OSError as exc:
+            print(name, path, errno.errorcode.get(exc.errno or 0, str(exc.errno)))
+print("read", os.getxattr(sys.argv[1], "user.ctxkernel-old"))
+"""
+
+
+def test_a_worker_sets_and_removes_no_extended_attribute(mode: str, tmp_path: Path) -> None:
+    """No landlock right covers extended attributes: without a mount namespace a worker
+    could tag or strip any file of the user's, and with one its own. The seccomp filter
+    refuses all six calls (EPERM) on the user's files and on its own; reading works."""
+    outside = tmp_path / "users-file.txt"
+    outside.write_text("the user's file\n")
+    try:
+        os.setxattr(outside, "user.ctxkernel-old", b"kept")
+    except OSError as exc:
+        pytest.skip(f"this file system keeps no user extended attributes: {exc}")
+    done = _sandbox_run(mode, [sys.executable, "-I", "-c", _XATTRS, str(outside)], (tmp_path,))
+    assert done.returncode == 0, done.stderr
+    tried = [ln for ln in done.stdout.splitlines() if not ln.startswith("read")]
+    assert len(tried) == 12, (done.stdout, done.stderr)
+    assert all(ln.endswith(" EPERM") for ln in tried), tried
+    assert "read b'kept'" in done.stdout
+    assert os.listxattr(outside) == ["user.ctxkernel-old"]
+
+
+_ORPHANS = r"""
+import os, sys, time
+for _ in range(int(sys.argv[1])):  # one at a time: never many alive at once
+    pid = os.fork()
+    if pid == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)  # its child is an orphan
+    os.waitpid(pid, 0)
+time.sleep(0.5)  # for the launcher to count them, were they kept
+print("done", flush=True)
+"""
+
+
+def test_orphans_that_ended_hold_no_place_under_the_process_cap(mode: str) -> None:
+    """Orphans go to the namespace's init (or the launcher, a subreaper): reaped as they
+    end, or their zombies would hold PIDs, and the cap, until the worker ends."""
+    from harness.process import lifetime
+
+    done = _sandbox_run(
+        mode, [sys.executable, "-I", "-c", _ORPHANS, str(lifetime.task_cap() + 100)]
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr
