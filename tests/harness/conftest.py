@@ -74,3 +74,11 @@ def verdict_pool() -> Iterator[VerdictPool]:
     yield pool
     pool.wait()
     pool.executor.shutdown()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A simulated GPU clock under the timing protocol (``simgpu.FakeGPU``)."""
+    from simgpu import install_fake_gpu
+
+    return install_fake_gpu(monkeypatch)

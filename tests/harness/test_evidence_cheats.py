@@ -28,12 +28,12 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import torch
 from cheatspec import EXAMPLES, Expectation, problem_path, read_expectation
-from test_harness_perf import FakeGPU, _config, fake_gpu  # noqa: F401  (the fixture)
+from simgpu import FakeGPU, _config, simulated_bench
 
 from harness.perf.benchstats import MIN_TIMED_SAMPLES, StopRule, summarize
 from harness.problems.problem import load_problem
@@ -74,99 +74,38 @@ def test_every_class_of_the_issue_has_a_planted_cheat_and_names_its_rung() -> No
 # -- the forged benchmark frame (e04), on the simulated GPU clock ---------------------------
 
 
-class _Pipe:
-    """The worker's side of the result channel as the parent reads it: frames in the
-    order they were written, whoever wrote them."""
-
-    def __init__(self) -> None:
-        self.frames: list[tuple[dict[str, Any], list[torch.Tensor]]] = []
-
-    def write_bytes(self, data: bytes) -> None:
-        """A frame as the candidate writes it (``os.write`` on the pipe): decoded as the
-        parent decodes it, so only a well-formed frame gets in."""
-        prefix = channel._PREFIX
-        magic, head_len, payload_len = prefix.unpack(data[: prefix.size])
-        assert magic == channel.MAGIC and payload_len == 0
-        head = data[prefix.size : prefix.size + head_len]
-        frame = channel.decode(head, memoryview(b""))
-        self.frames.append((frame.header, frame.tensors))
+def _decoded(data: bytes) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    """A frame as the candidate writes it (``os.write`` on the pipe), decoded as the parent
+    decodes it, so only a well-formed frame gets in."""
+    prefix = channel._PREFIX
+    magic, head_len, payload_len = prefix.unpack(data[: prefix.size])
+    assert magic == channel.MAGIC and payload_len == 0
+    frame = channel.decode(data[prefix.size : prefix.size + head_len], memoryview(b""))
+    return frame.header, frame.tensors
 
 
 def _forger_bench(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Any:
     """The benchmark rung against a worker answering in-process whose candidate, on its
     8th call, writes ``e04``'s forged frame onto the pipe ahead of the real reply."""
-    from harness.problems.candidate import load_candidate
-    from harness.process.session import Reply
     from harness.rungs.benchmark import BenchmarkRung
-    from harness.rungs.context import LadderContext
     from harness.rungs.results import Earlier
-    from harness.worker import benchworker
-    from harness.worker.guards import OpRecorder
-    from harness.worker.serve import Worker, answer
 
     forger = _module(FOLDER / "e04_forged_bench_frame.py")
-    monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
-    problem = load_problem(EXAMPLES / "vector_add")
-    generate = problem.generate
-    problem.generate = lambda seed, shape, device: generate(seed, shape, "cpu")  # type: ignore[method-assign]
-    candidate = load_candidate(EXAMPLES / "vector_add" / "solution_triton.py", problem)
     n = 1 << 16
-    measured = {
-        "identity": {"gpu": "Simulated", "l2_bytes": 1 << 20},
-        "dram_gbps": 100.0,
-        "tflops": {"fp32": 10.0},
-    }
 
-    class Session:
-        def __init__(self, role: str) -> None:
-            self.pipe = _Pipe()
-            self.worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
-            self.worker.device = "cuda"
-            self.worker.subject = "reference" if role.startswith("reference") else "candidate"
-            self.worker.problem = problem
-            self.worker.recorder = OpRecorder()
-            self.worker.bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
-            calls = [0]
-            pipe = self.pipe
-            cost = 0.2 if self.worker.subject == "reference" else 0.1
+    def forge(subject: str, calls: int, frames: Any) -> None:
+        if subject == "candidate" and calls == 8:  # mid-request, as e04 does
+            frames.append(_decoded(forger.forged_frame(n)))
 
-            def kernel(inputs: Any) -> torch.Tensor:
-                fake_gpu.now += cost
-                calls[0] += 1
-                if self.worker.subject == "candidate" and calls[0] == 8:
-                    pipe.write_bytes(forger.forged_frame(n))  # mid-request, as e04 does
-                return torch.add(inputs[0], inputs[1])
-
-            self.worker.entry = kernel
-            monkeypatch.setattr(benchworker, "_reference_call", lambda w, shape: kernel)
-
-        def request(self, header: dict[str, Any], tensors: Any, *_: Any) -> Reply:
-            op = header["op"]
-            if op == "identity":
-                return Reply({"ok": True, "identity": measured["identity"]})
-            if op == "ceilings":
-                return Reply({"ok": True, "result": measured})
-            if op in ("load", "bye"):
-                return Reply({"ok": True, "op": op, "env": {}, "integrity": []})
-            self.pipe.frames.append(answer(self.worker, header, list(tensors)))
-            head, out = self.pipe.frames.pop(0)  # the parent reads the first whole frame
-            return Reply(head, out)
-
-        def close(self) -> dict[str, Any]:
-            return {"integrity": []}
-
-        logs: ClassVar[dict[str, Path]] = {}
-
-    options = RunOptions(device="cuda", bench=True, bench_shapes=[{"n": n}], bench_budget_s=1.0)
-    ctx = LadderContext(problem, candidate, options, "cuda", lambda tag="", env=None: Session(tag))
+    ctx, _ = simulated_bench(fake_gpu, monkeypatch, n, forge)
     return BenchmarkRung().run(ctx, Earlier())
 
 
 def test_a_forged_benchmark_frame_is_refused_not_read_as_the_reply(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     result = _forger_bench(fake_gpu, monkeypatch)
@@ -176,7 +115,7 @@ def test_a_forged_benchmark_frame_is_refused_not_read_as_the_reply(
 
 
 def test_without_the_nonce_the_forged_frame_was_the_verdicts_time(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Why the nonce: with the old checks (any frame of the right op, the re-check's answers
@@ -238,7 +177,7 @@ def test_a_recheck_answer_that_belongs_to_another_request_fails() -> None:
 
 
 def test_a_calibration_phase_detector_is_timed_to_the_floor_at_its_real_speed(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
 ) -> None:
     """``e05``'s own test of the phase (its call count, the op recorder's dispatch mode)
     decides: 3 ms of host time and four kernels while calibrating, one 0.1 ms kernel after.

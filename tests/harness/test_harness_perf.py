@@ -12,11 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import torch
 from cheatspec import EXAMPLES, FIXTURES
+from simgpu import FakeGPU, _config, simulated_bench
 
 from harness.perf import benchstats, ceilings, dumps, ncu
 from harness.perf.ceilings import Ceilings
@@ -70,56 +71,6 @@ def test_stop_rule_converges_on_quiet_samples_and_stops_on_budget_otherwise() ->
 
 
 # -- the timing protocol on a simulated GPU ------------------------------------------------
-
-
-class FakeGPU:
-    """A timeline: stream work advances the clock at once, side-stream work only when the
-    device is synchronised; events read the clock when recorded."""
-
-    def __init__(self) -> None:
-        self.now = 0.0  # ms
-        self.side = 0.0
-
-    def record(self, event: Any) -> None:
-        event.t = self.now
-
-    def sync(self) -> None:
-        self.now += self.side + 0.005  # side work, then the host wakes up
-        self.side = 0.0
-
-    def event(self, enable_timing: bool = True) -> Any:
-        return SimpleNamespace(t=None)
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGPU:
-    gpu = FakeGPU()
-    monkeypatch.setattr(timing, "_Event", gpu.event)
-    monkeypatch.setattr(timing, "_record", gpu.record)
-    monkeypatch.setattr(timing, "_synchronize", gpu.sync)
-    monkeypatch.setattr(timing, "_event_synchronize", lambda event: None)
-    monkeypatch.setattr(timing, "_elapsed_time", lambda a, b: b.t - a.t)
-    monkeypatch.setattr(timing, "_perf_counter", lambda: gpu.now / 1e3)
-    original = timing.Bench._busy_ahead
-
-    def busy(self: timing.Bench, l2: str) -> None:
-        original(self, l2)
-        gpu.now += 0.09 + self.lead_s * 1e3  # the flush, then the spin
-
-    monkeypatch.setattr(timing.Bench, "_busy_ahead", busy)
-    monkeypatch.setattr(
-        timing.Bench, "_harness_kernel", lambda self, _: gpu.__setattr__("now", gpu.now + 0.002)
-    )
-    return gpu
-
-
-def _config(**rule: Any) -> timing.BenchConfig:
-    return timing.BenchConfig(
-        rule=benchstats.StopRule(**{"rel_ci": 0.01, "min_runs": 10, "budget_s": 1.0, **rule}),
-        keep_key=99,
-        keep_bytes=1 << 20,
-        calibrate=5,
-    )
 
 
 def test_timing_reports_kernel_time_and_keeps_a_keyed_sample(fake_gpu: FakeGPU) -> None:
@@ -739,67 +690,12 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
 ) -> None:
     """The parent's side (requests, re-checks, reference timing, ceilings, roofline) against
     workers answering in-process on the simulated clock."""
-    from harness.problems.candidate import load_candidate
-    from harness.process.session import Reply
     from harness.rungs.benchmark import BenchmarkRung
-    from harness.rungs.context import LadderContext
     from harness.rungs.ladder import summarize
     from harness.rungs.results import Earlier, Roofline, Timings
     from harness.rungs.roofline import RooflineRung
-    from harness.worker import benchworker
-    from harness.worker.guards import OpRecorder
-    from harness.worker.serve import Worker, answer
 
-    monkeypatch.setattr(benchworker, "BENCH_DEVICE", "cpu")
-    problem = load_problem(EXAMPLES / "vector_add")
-    generate = problem.generate
-    problem.generate = lambda seed, shape, device: generate(seed, shape, "cpu")  # type: ignore[method-assign]
-    candidate = load_candidate(EXAMPLES / "vector_add" / "solution_triton.py", problem)
-    measured = {
-        "identity": {"gpu": "Simulated", "l2_bytes": 1 << 20},
-        "dram_gbps": 100.0,
-        "tflops": {"fp32": 10.0},
-    }
-
-    class Session:
-        def __init__(self, role: str) -> None:
-            self.worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
-            self.worker.device = "cuda"
-            self.worker.subject = "reference" if role.startswith("reference") else "candidate"
-            self.worker.problem = problem
-            self.worker.recorder = OpRecorder()
-            self.worker.bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
-            slow = 0.2 if self.worker.subject == "reference" else 0.1
-
-            def kernel(inputs: Any) -> torch.Tensor:
-                fake_gpu.now += slow
-                return torch.add(inputs[0], inputs[1])
-
-            self.worker.entry = kernel
-            monkeypatch.setattr(benchworker, "_reference_call", lambda w, shape: kernel)
-
-        def request(self, header: dict[str, Any], tensors: Any, *_: Any) -> Reply:
-            op = header["op"]
-            if op == "load":
-                return Reply({"ok": True, "op": "load", "env": {}})
-            if op == "identity":
-                return Reply({"ok": True, "identity": measured["identity"]})
-            if op == "ceilings":
-                return Reply({"ok": True, "result": measured})
-            if op == "bye":
-                return Reply({"ok": True, "integrity": []})
-            reply, out = answer(self.worker, header, list(tensors))  # as the serve loop does
-            return Reply(reply, out)
-
-        def close(self) -> dict[str, Any]:
-            return {"integrity": []}
-
-        logs: ClassVar[dict[str, Path]] = {}
-
-    options = RunOptions(
-        device="cuda", bench=True, bench_shapes=[{"n": 1 << 16}], bench_budget_s=1.0
-    )
-    ctx = LadderContext(problem, candidate, options, "cuda", lambda tag="", env=None: Session(tag))
+    ctx, measured = simulated_bench(fake_gpu, monkeypatch, n=1 << 16)
     bench = BenchmarkRung().run(ctx, Earlier())
     assert bench.ok, bench.reason
     timings = bench.output

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_harness_perf import FakeGPU, _config, fake_gpu  # noqa: F401  (the fixture)
+from simgpu import FakeGPU, _config
 
 from harness.perf import benchstats
 from harness.perf.benchstats import MIN_TIMED_SAMPLES, StopRule
@@ -29,7 +29,7 @@ def test_the_stop_rule_never_stops_below_the_floor() -> None:
 
 
 def test_a_call_slower_than_the_budget_is_still_timed_to_the_floor(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
 ) -> None:
     """300 ms calls under a 1 s budget: the old rule stopped after 4 calls."""
     bench = timing.Bench(device="cpu", l2=1 << 20, flush_bytes=1 << 16)
@@ -47,7 +47,7 @@ def test_a_call_slower_than_the_budget_is_still_timed_to_the_floor(
 
 
 def test_a_candidate_slow_only_after_calibration_still_gets_the_floor(
-    fake_gpu: FakeGPU,  # noqa: F811  (the fixture imported above)
+    fake_gpu: FakeGPU,
 ) -> None:
     """Fast for the first timed calls (the budget is scaled down to 0.25 s from them), then
     80 ms a call: the scaled budget runs out after a few slow calls, the floor does not."""
