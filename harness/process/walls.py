@@ -26,7 +26,7 @@ launcher does for it:
   System V IPC or POSIX message queue (named machine-wide); no extended attribute set or
   removed (no landlock right covers them: the user's files untagged). In ``none`` mode, where
   other processes have PIDs it can name: limits, priorities and CPUs set for itself
-  only, and no file made setuid, setgid or writable by every user.
+  only, and no file made setuid, setgid, writable by every user or unreadable by its owner.
 - **a subreaper** (``none`` mode, where no PID namespace ends the worker's
   descendants): the launcher adopts every orphan of the worker's tree and kills them all
   when the worker ends, ``setsid`` or not.
@@ -134,9 +134,11 @@ IPC_DENIED = (
 # worker must not be reniced, pinned or limited
 SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
 # ... and no file of theirs (no landlock right covers a mode) made setuid, setgid or
-# writable by every user: (syscall, the mode's argument)
+# writable by every user, nor unreadable by its owner (a file the parent, the user and the
+# next check could no longer open): (syscall, the mode's argument)
 MODE_SETTERS = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2))
 _MODES_REFUSED = 0o6002  # S_ISUID | S_ISGID | S_IWOTH
+_MODE_NEEDED = 0o400  # S_IRUSR
 _NS_FLAGS = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000
 _NS_FLAGS |= 0x02000000  # NEWUSER NEWPID NEWNS NEWNET NEWIPC NEWUTS NEWCGROUP
 _EPERM, _EINVAL, _ENOSYS = 1, 22, 38
@@ -535,7 +537,8 @@ def seccomp_program(network: bool = True, host: bool = False) -> list[tuple[int,
         for index in sorted({i for _, i in MODE_SETTERS}):
             label(f"mode{index}")
             op(_LD_ABS, _arg(index))
-            op(_JSET, _MODES_REFUSED, "eperm", "allow")
+            op(_JSET, _MODES_REFUSED, "eperm", 0)
+            op(_JSET, _MODE_NEEDED, "allow", "eperm")
         label("self")  # (pid, ...): 0, this process
         op(_LD_ABS, _arg(0))
         op(_JEQ, 0, "allow", "eperm")
