@@ -330,3 +330,37 @@ def test_detect_format_errors(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(UsageError, match=r"no problem\.py"):
         detect_format(empty)
+
+
+def test_overlapping_cpu_checks_of_gpu_mode_problems_leave_torch_generator_the_class() -> None:
+    """Two checks in two threads (a batch, the check server) each run a GPU MODE problem's
+    input code under ``cuda_as_cpu``: the first to leave must not restore what the second
+    saw on entry (the patch), nor the second put the first's patch back for good."""
+    import threading
+
+    import torch
+
+    from harness.problems.importers.gpumode import cuda_as_cpu
+
+    real = torch.Generator
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with cuda_as_cpu():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def second() -> None:
+        a_in.wait(10)
+        with cuda_as_cpu():
+            b_in.set()
+            a_out.wait(10)
+            assert torch.Generator(device="cuda").device.type == "cpu"  # still patched
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert torch.Generator is real

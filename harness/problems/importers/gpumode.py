@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,20 +67,35 @@ class _CudaAsCpu(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+_GENERATOR = torch.Generator  # the real class, whatever a patch left in its place
+_patched = [0]  # how many threads are inside cuda_as_cpu
+_patch_lock = threading.Lock()
+
+
+def _generator_on_cpu(device: Any = "cpu") -> torch.Generator:
+    return _GENERATOR(device="cpu" if _is_cuda(device) else device)
+
+
 @contextmanager
 def cuda_as_cpu() -> Iterator[None]:
-    """Run a problem's CUDA-only input code on the CPU (see the module docstring)."""
-    original = torch.Generator
+    """Run a problem's CUDA-only input code on the CPU (see the module docstring).
 
-    def generator(device: Any = "cpu") -> torch.Generator:
-        return original(device="cpu" if _is_cuda(device) else device)
-
-    torch.Generator = generator  # type: ignore[misc,assignment]
+    ``torch.Generator`` is the process's own: checks in several threads (a batch, the check
+    server) enter and leave in any order, so the patch is counted and the real class put
+    back by the last to leave -- saving "the original" on entry left the patch in place for
+    good when two overlapped (``torch.Generator | None`` then failed in unrelated code)."""
+    with _patch_lock:
+        if _patched[0] == 0:
+            torch.Generator = _generator_on_cpu  # type: ignore[misc,assignment]
+        _patched[0] += 1
     try:
         with _CudaAsCpu():
             yield
     finally:
-        torch.Generator = original  # type: ignore[misc]
+        with _patch_lock:
+            _patched[0] -= 1
+            if _patched[0] == 0:
+                torch.Generator = _GENERATOR  # type: ignore[misc]
 
 
 def _flow_map(text: str) -> dict[str, Any]:
