@@ -526,9 +526,7 @@ def run_oneshot(
     isolation = sandbox.isolation()
     hidden = sandbox.parent_folders([workdir, *keep_paths])
     if wrapper:  # the profiler's layer leaves /proc writable: the target walls itself
-        spec = sandbox.self_walls_spec(
-            isolation.profiler_mode(), str(workdir), hidden, isolation.private_tmp
-        )
+        spec = sandbox.self_walls_spec(isolation.profiler_mode(), str(workdir), hidden)
         cmd += ["--self-walls", spec]
     # under a profiler the worker keeps CAP_SYS_ADMIN (the driver's counters need it), so
     # it could unmount its /proc: this process is made non-dumpable first

@@ -36,7 +36,7 @@ The same steps run without an exec for a worker forked from a warm template
 (``harness/worker/zygote.py``): ``run_isolated`` is called in the template's forked child (single
 threaded, so ``unshare`` of a user namespace is allowed) and the worker branch returns
 into Python instead of exec'ing. An exec would have recomputed the capabilities; without
-one ``drop_live_caps`` does what it would have done (none left for a non-root user id,
+one ``namespaces.drop_live_caps`` does what it would have done (none left for a non-root user id,
 the bounding set's for root).
 
 Private temp folders: in a namespace mode the worker also gets a fresh tmpfs on ``/tmp``,
@@ -52,7 +52,6 @@ from __future__ import annotations
 # milliseconds (no dataclasses, json, pathlib, typing or the enum-based ``signal``);
 # the parent's helpers import the rest when they are called.
 import _signal
-import ctypes
 import json
 import os
 import resource
@@ -60,7 +59,7 @@ import sys
 from _collections_abc import Callable, Sequence  # already loaded by os: no import cost
 
 try:  # imported as harness.process.sandbox
-    from . import lifetime, walls
+    from . import lifetime, namespaces, walls
 except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the siblings
     import importlib.util
     from types import ModuleType
@@ -72,74 +71,21 @@ except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``)
         )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # namespaces.py looks the first two up by name
         spec.loader.exec_module(module)
         return module
 
     walls = _sibling("walls")
     lifetime = _sibling("lifetime")
+    namespaces = _sibling("namespaces")
 
 MODES = ("userns", "pidns", "none")
 ALL_WALLS = ("net", "dev", "ro")  # the namespace-mode walls the probe can find refused
 ENV_MODE = "CTXKERNEL_ISOLATION"  # declared in harness/envvars.py (not imported here)
 LAUNCH_FAILED = 120  # the launcher's exit status when it could not isolate the worker
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
-_CLONE_NEWNET = 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
-_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 1 << 18
-_PR_SET_PDEATHSIG = 1
-_PR_GET_DUMPABLE = 3
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_CAPBSET_READ = 23
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-_CAP_VERSION_3 = 0x20080522
-_O_PATH = getattr(os, "O_PATH", 0o10000000)
-PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
-PRIVATE_TMP_OPTIONS = b"mode=1777,size=1g"
-# Capabilities the worker never keeps: mounting (and unmounting our /proc), ptrace and
-# process_vm_readv, raw I/O (/proc/kcore, /dev/mem), modules, BPF and perf (both read
-# other processes' memory), open_by_handle_at, device nodes, kexec, kernel pointers.
-# And what a root worker outside a user namespace would otherwise hold over the machine:
-# the clocks every timing reads (``adjtimex`` slews them by 10%), realtime priority (a
-# spinning child starves the reference's worker) and others' priorities, limits beyond
-# their maximum, the owner, mode, file capabilities and immutability of any file (no
-# landlock right covers them), other users' identities and processes, the host's network
-# interfaces (their ioctls work on any socket, a Unix one included), security modules.
-_DROPPED_CAPS = {
-    "CAP_CHOWN": 0,
-    "CAP_DAC_READ_SEARCH": 2,
-    "CAP_FOWNER": 3,
-    "CAP_KILL": 5,
-    "CAP_SETGID": 6,
-    "CAP_SETUID": 7,
-    "CAP_LINUX_IMMUTABLE": 9,
-    "CAP_NET_ADMIN": 12,
-    "CAP_SYS_MODULE": 16,
-    "CAP_SYS_RAWIO": 17,
-    "CAP_SYS_PTRACE": 19,
-    "CAP_SYS_ADMIN": 21,
-    "CAP_SYS_BOOT": 22,
-    "CAP_SYS_NICE": 23,
-    "CAP_SYS_RESOURCE": 24,
-    "CAP_SYS_TIME": 25,
-    "CAP_MKNOD": 27,
-    "CAP_AUDIT_CONTROL": 30,
-    "CAP_SETFCAP": 31,
-    "CAP_MAC_OVERRIDE": 32,
-    "CAP_MAC_ADMIN": 33,
-    "CAP_SYSLOG": 34,
-    "CAP_PERFMON": 38,
-    "CAP_BPF": 39,
-    "CAP_CHECKPOINT_RESTORE": 40,
-}
-_SYS_ADMIN = 21
 _SIGKILL = 9
 _LAUNCHER = os.path.realpath(__file__)
-_libc_handle: ctypes.CDLL | None = None
 
 
 # -- the parent's side ---------------------------------------------------------------------
@@ -455,7 +401,7 @@ def harden_parent() -> bool:
     """Make this process non-dumpable: its environment, memory and open files under
     ``/proc/<pid>`` are then out of reach of a worker without ``CAP_SYS_PTRACE``."""
     try:
-        return _prctl(_PR_SET_DUMPABLE, 0) == 0
+        return namespaces.prctl(namespaces.PR_SET_DUMPABLE, 0) == 0
     except OSError:
         return False
 
@@ -463,87 +409,12 @@ def harden_parent() -> bool:
 def die_with_parent(sig: int = _SIGKILL) -> None:
     """``PR_SET_PDEATHSIG`` for this process (a pool slot calls it first thing)."""
     try:
-        _libc().prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        namespaces.libc().prctl(namespaces.PR_SET_PDEATHSIG, sig, 0, 0, 0)
     except OSError:
         pass
 
 
 # -- the launcher ----------------------------------------------------------------------------
-
-
-def _libc() -> ctypes.CDLL:
-    global _libc_handle
-    if _libc_handle is None:
-        _libc_handle = ctypes.CDLL(None, use_errno=True)
-    return _libc_handle
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def _prctl(option: int, arg: int) -> int:
-    return int(_libc().prctl(option, arg, 0, 0, 0))
-
-
-def _unshare(mode: str, net: bool = True) -> None:
-    """New PID and mount namespaces, a network one with ``net`` (loopback up) and a user
-    one in ``userns`` mode; our own ids mapped, mounts private."""
-    flags = _CLONE_NEWPID | _CLONE_NEWNS | (_CLONE_NEWNET if net else 0)
-    flags |= _CLONE_NEWUSER if mode == "userns" else 0
-    uid, gid = os.geteuid(), os.getegid()
-    names = "CLONE_NEWUSER|" if mode == "userns" else ""
-    names += "CLONE_NEWPID|CLONE_NEWNS" + ("|CLONE_NEWNET" if net else "")
-    _check(_libc().unshare(flags), f"unshare({names})")
-    if mode == "userns":  # map our own ids (the one mapping a process may write for itself)
-        # A non-dumpable process's /proc/self belongs to root, so a non-root user could not
-        # write its own maps (a warm template is non-dumpable, and its forks inherit that):
-        # dumpable for the three writes, as before after them.
-        was = _prctl(_PR_GET_DUMPABLE, 0)
-        if was != 1:
-            _prctl(_PR_SET_DUMPABLE, 1)
-        try:
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                               ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
-                with open(f"/proc/self/{name}", "w") as fh:
-                    fh.write(text)
-        finally:
-            if was != 1:
-                _prctl(_PR_SET_DUMPABLE, 0)
-    libc = _libc()
-    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    if net:
-        walls.loopback_up()
-
-
-def _mount_proc() -> None:
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    _check(_libc().mount(b"proc", b"/proc", b"proc", flags, None), "mount -t proc proc /proc")
-
-
-def _drop_caps(keep_admin: bool) -> None:
-    """Drop the dangerous capabilities from the bounding set (what an exec'd root may
-    hold); needs CAP_SETPCAP, which a non-root process without a namespace lacks and
-    does not need: it holds no capability anyway."""
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as fh:
-            last = int(fh.read())
-    except (OSError, ValueError):
-        last = 40
-    for cap in _DROPPED_CAPS.values():
-        if cap <= last and not (keep_admin and cap == _SYS_ADMIN):
-            _prctl(_PR_CAPBSET_DROP, cap)
-
-
-def _close_fds(keep: set[int]) -> None:
-    start = 3
-    for fd in sorted(k for k in keep if k >= 3):
-        if fd > start:
-            os.closerange(start, fd)
-        start = fd + 1
-    os.closerange(start, 1 << 20)
 
 
 def _report_pid(fd: int, pid: int) -> None:
@@ -552,84 +423,6 @@ def _report_pid(fd: int, pid: int) -> None:
     except OSError:
         pass  # the parent stopped listening; the worker still runs
     os.close(fd)
-
-
-def _caps_mask(read_bounding: bool) -> int:
-    """The bounding set as a bit mask (what an exec'd root keeps)."""
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as fh:
-            last = int(fh.read())
-    except (OSError, ValueError):
-        last = 40
-    mask = 0
-    for cap in range(last + 1):
-        if not read_bounding or _prctl(_PR_CAPBSET_READ, cap) == 1:
-            mask |= 1 << cap
-    return mask
-
-
-def _capset(mask: int) -> None:
-    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    lo, hi = mask & 0xFFFFFFFF, (mask >> 32) & 0xFFFFFFFF
-    data = (ctypes.c_uint32 * 6)(lo, lo, 0, hi, hi, 0)  # effective, permitted, inheritable
-    _check(int(_libc().capset(header, data)), "capset")
-
-
-def drop_live_caps() -> None:
-    """What an exec would do to the capabilities (no file capabilities, no ambient set):
-    none for a non-root user id, the bounding set's for root. For a worker that is not
-    exec'd (forked from a template)."""
-    try:
-        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
-    except OSError:
-        pass
-    mask = _caps_mask(read_bounding=True) if os.geteuid() == 0 else 0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("CapPrm:"):
-                mask &= int(line.split()[1], 16)
-    _capset(mask)
-
-
-def _private_tmp(keep: list[str]) -> None:
-    """A fresh tmpfs on each shared temp folder, with the ``keep`` paths under it bound
-    back in (opened first, as O_PATH descriptors, then bound from ``/proc/self/fd``)."""
-    libc = _libc()
-    done: set[str] = set()
-    for folder in PRIVATE_TMP:
-        if not os.path.isdir(folder):
-            continue
-        real = os.path.realpath(folder)
-        if real in done:
-            continue
-        done.add(real)
-        wanted = [os.path.realpath(p) for p in keep]
-        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in wanted):
-            continue  # a kept path holds the whole folder
-        inside = sorted({p for p in wanted if p.startswith(real.rstrip("/") + "/")})
-        inside = [p for p in inside if not any(p.startswith(q + "/") for q in inside)]
-        held = []
-        for path in inside:
-            try:
-                held.append((path, os.open(path, _O_PATH), os.path.isdir(path)))
-            except OSError:
-                continue
-        flags = _MS_NOSUID | _MS_NODEV
-        _check(
-            libc.mount(b"tmpfs", real.encode(), b"tmpfs", flags, PRIVATE_TMP_OPTIONS),
-            f"mount -t tmpfs tmpfs {real}",
-        )
-        for path, fd, is_dir in held:
-            if is_dir:
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-            source = f"/proc/self/fd/{fd}".encode()
-            _check(
-                libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), f"bind {path}"
-            )
-            os.close(fd)
 
 
 def enter_worker(
@@ -655,8 +448,8 @@ def enter_worker(
     devices: list[str] = []
     own: list[str] = [writable] if writable else []
     if mode != "none" and keep_paths is not None:
-        _private_tmp(keep_paths)
-        own += [p for p in PRIVATE_TMP if os.path.isdir(p)]
+        namespaces.private_tmp(keep_paths)
+        own += [p for p in namespaces.PRIVATE_TMP if os.path.isdir(p)]
         devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
         walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
         if "ro" in walls_on:
@@ -667,12 +460,14 @@ def enter_worker(
             pass
     elif writable:
         devices = walls._device_nodes()
-    _drop_caps(keep_admin)
+    namespaces.drop_caps(keep_admin)
     if not exec_follows:
-        drop_live_caps()
+        namespaces.drop_live_caps()
         if mode != "none":
-            _prctl(_PR_SET_DUMPABLE, 1)  # as an exec would (nothing outside can see it)
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+            namespaces.prctl(
+                namespaces.PR_SET_DUMPABLE, 1
+            )  # as an exec would (nothing outside can see it)
+    namespaces.prctl(namespaces.PR_SET_NO_NEW_PRIVS, 1)
     if writable:
         # without a mount namespace to cover the parent's folders, landlock keeps them unread,
         # and /dev but the device nodes (the raw disks under those folders, terminals,
@@ -697,7 +492,7 @@ def _unread(mode: str, own: list[str], hidden: Sequence[str] | None) -> list[str
     return [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
 
 
-def self_walls_spec(mode: str, writable: str, hidden: Sequence[str], private_tmp: bool) -> str:
+def self_walls_spec(mode: str, writable: str, hidden: Sequence[str]) -> str:
     """The landlock layer a profiled worker puts on itself (``--self-walls``), as JSON:
     writes only beneath its own folder (its TMPDIR is there) -- not the private temp
     folders a plain worker may also write, beneath which the tool's folder may be bound --
@@ -766,7 +561,7 @@ def launch(
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
 ) -> None:
-    _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+    namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
         os._exit(LAUNCH_FAILED)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -806,7 +601,9 @@ def run_isolated(
         lifetime.become_subreaper()
     else:
         try:
-            _unshare(mode, net)
+            namespaces.unshare(mode, net)
+            if net:
+                walls.loopback_up()
         except OSError as exc:
             _fail(str(exc.strerror or exc))
         life_r, life_w = os.pipe()
@@ -826,7 +623,7 @@ def run_isolated(
     capped = capped or os.getuid() != 0  # RLIMIT_NPROC, set in the worker below
     worker = os.fork()
     if worker == 0:
-        _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+        namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
         # our parent: outside the namespace (0) unless it died; in none mode, this process
         if os.getppid() != (0 if mode != "none" else me):
             os._exit(LAUNCH_FAILED)
@@ -844,7 +641,7 @@ def run_isolated(
         os._exit(0)
     report(worker)
     # the worker's channel ends: the parent must see EOF when it dies
-    _close_fds({fd for fd in (life_w, *keep_fds) if fd >= 0})
+    namespaces.close_fds({fd for fd in (life_w, *keep_fds) if fd >= 0})
     status, held = lifetime.watch(worker, mode, me, cap, 0.1 if capped else 0.01)
     if held:
         # the whole tree ends: a PID namespace with its init (the kernel refuses every
@@ -874,16 +671,16 @@ def _init(life_r: int, life_w: int, ready_r: int, ready_w: int, cap: int = 0) ->
     (its ``pid_max``, where the kernel keeps one per namespace), then wait until the
     launcher is gone."""
     try:
-        _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
+        namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
         os.close(life_w)
         os.close(ready_r)
-        _mount_proc()
+        namespaces.mount_proc()
         capped = cap > 0 and lifetime.cap_pid_namespace(cap)
         # the namespace's orphans come to it: reaped by the kernel as they end, or their
         # zombies would hold PIDs, and with them the cap, until the worker ends
         _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
-        _prctl(_PR_SET_DUMPABLE, 0)
-        _close_fds({life_r, ready_w})
+        namespaces.prctl(namespaces.PR_SET_DUMPABLE, 0)
+        namespaces.close_fds({life_r, ready_w})
         os.write(ready_w, b"ok capped" if capped else b"ok")
         os.close(ready_w)
     except OSError as exc:
@@ -901,104 +698,9 @@ def _init(life_r: int, life_w: int, ready_r: int, ready_w: int, cap: int = 0) ->
             os._exit(0)
 
 
-def _probe_mode(mode: str, net: bool) -> dict[str, object]:
-    """What ``mode`` gives here: ``{"error": ...}`` when its namespaces cannot be made (with
-    a network namespace when ``net``), else which walls its worker can have: ``private``
-    temp folders, a device-only ``dev``, a read-only tree (``ro``)."""
-    import json
-
-    rd, wr = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(rd)
-        doc: dict[str, object] = {}
-        try:
-            _unshare(mode, net)
-            init = os.fork()
-            if init == 0:
-                found: dict[str, object] = {}
-                try:
-                    _mount_proc()
-                    if os.getpid() != 1 or not os.path.isfile("/proc/self/status"):
-                        found["error"] = "the namespace's /proc is not its own"
-                except OSError:
-                    found["error"] = "mount -t proc proc /proc: refused"
-                if "error" not in found:
-                    found["pid_max"] = lifetime.cap_pid_namespace(lifetime.task_cap())
-                    for wall, build in (
-                        ("private", lambda: _private_tmp([])),
-                        ("dev", walls.minimal_dev),
-                        ("ro", lambda: walls.read_only_world(["/tmp"])),
-                    ):
-                        try:
-                            build()
-                            found[wall] = True
-                        except OSError as exc:
-                            found[wall] = False
-                            found[f"{wall}_error"] = str(exc)
-                            if wall == "private":
-                                break
-                os.write(wr, json.dumps(found).encode())
-                os._exit(0)
-            os.waitpid(init, 0)
-        except OSError as exc:
-            doc = {"error": str(exc.strerror or exc)}
-            os.write(wr, json.dumps(doc).encode())
-        os._exit(0)
-    os.close(wr)
-    chunks = []
-    while chunk := os.read(rd, 4096):
-        chunks.append(chunk)
-    os.close(rd)
-    os.waitpid(child, 0)
-    try:
-        got = json.loads(b"".join(chunks).decode(errors="replace") or "{}")
-    except ValueError:
-        got = {}
-    if not got:
-        got = {"error": "the namespace's init died"}
-    got["net"] = net and "error" not in got
-    return dict(got)
-
-
-def _probe() -> None:
-    available: list[str] = []
-    private: list[str] = []
-    errors: dict[str, str] = {}
-    found: dict[str, list[str]] = {}
-    for mode in ("userns", "pidns"):
-        if mode == "pidns" and os.geteuid() != 0:
-            errors[mode] = "needs root"
-            continue
-        got = _probe_mode(mode, net=True)
-        if "error" in got:  # a machine that makes the other namespaces but not a network one
-            got = _probe_mode(mode, net=False)
-        if "error" in got:
-            errors[mode] = str(got["error"])
-            continue
-        available.append(mode)
-        if got.get("private"):
-            private.append(mode)
-        found[mode] = [w for w in ("net", "dev", "ro", "pid_max") if got.get(w)]
-        refused = [f"{w}: {got[w + '_error']}" for w in ("dev", "ro") if f"{w}_error" in got]
-        if refused:
-            errors[f"{mode} walls"] = "; ".join(refused)
-    import json
-
-    doc = {
-        "available": available,
-        "errors": errors,
-        "private_tmp": private,
-        "walls": found,
-        "landlock": walls.landlock_abi(),
-        "seccomp": walls.seccomp_supported(),
-    }
-    sys.stdout.write(json.dumps(doc) + "\n")
-
-
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"]:
-        _probe()
+        namespaces.report_probe()
         return 0
     try:
         split = argv.index("--")

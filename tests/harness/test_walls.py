@@ -507,7 +507,7 @@ mode = isolation.profiler_mode()
 if mode == "none" or mode == "pidns":
     sandbox.harden_parent()
 hidden = sandbox.parent_folders([work])
-spec = sandbox.self_walls_spec(mode, str(work), hidden, isolation.private_tmp)
+spec = sandbox.self_walls_spec(mode, str(work), hidden)
 target = [sys.executable, "-c", sys.argv[3], spec, str(outside), str(tool_dir / "report")]
 # the "profiler": a shell that writes its report into its own folder and starts the
 # target as its child, as ncu and compute-sanitizer do
