@@ -12,7 +12,13 @@
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
-#   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: prepare-cutedsl-wheels.sh)
+#   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
+#             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
+#             one .whl/rest-content.tar.xz -- `for w in WHEELS; do unzip -q $w -d D; done;
+#             tar cf - -C D . | xz -9e` -- 2.8 MB instead of 4.7: tree and .whl then fit 64 MiB)
+#   tilelang  the TileLang vector add and bf16 GEMM inside the walls, default and none mode
+#             (carry .whl-tl: bench/gpu/prepare-tilelang-wheels.sh; not in the same call as
+#             cutedsl: both sets together pass 64 MiB)
 # Logs in one tarball under $OUT (the device tool brings back few files).
 #   STEPS="bisect fixtures" bash bench/gpu/gpu_evidence_steps.sh
 set -u -o pipefail
@@ -105,12 +111,27 @@ fi
 if has cutedsl && [ -d .whl ]; then
   stamp "CuTeDSL inside the walls"
   SITE=/tmp/ck-site; rm -rf $SITE; mkdir -p $SITE; chmod 755 $SITE
-  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl > /dev/null 2>&1
-  tar -xJf .whl/cu13-content.tar.xz -C $SITE
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl/*.whl > /dev/null 2>&1
+  fi
+  for content in .whl/*-content.tar.xz; do tar -xJf "$content" -C $SITE; done
+  python3 -c "import sys; sys.path[:0] = ['$SITE', '$SITE/nvidia_cutlass_dsl/dsl_packages']; import cutlass; print('cutlass DSL', cutlass.__version__ if hasattr(cutlass, '__version__') else '?')"
   PYTHONPATH="$PYTHONPATH:$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages" \
     check cutedsl-auto.log examples/vector_add examples/vector_add/solution_cutedsl.py --device cuda --bench
   PYTHONPATH="$PYTHONPATH:$SITE:$SITE/nvidia_cutlass_dsl/dsl_packages" CTXKERNEL_ISOLATION=none \
     check cutedsl-none.log examples/vector_add examples/vector_add/solution_cutedsl.py --device cuda
+fi
+if has tilelang && [ -d .whl-tl ]; then
+  stamp "TileLang inside the walls"
+  SITE=/tmp/ck-site-tl; rm -rf $SITE; mkdir -p $SITE; chmod 755 $SITE
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE .whl-tl/*.whl > /dev/null 2>&1
+  tar -xJf .whl-tl/tilelang-content.tar.xz -C $SITE
+  PYTHONPATH="$PYTHONPATH:$SITE" \
+    check tilelang-auto.log examples/vector_add examples/vector_add/solution_tilelang.py --device cuda --bench
+  PYTHONPATH="$PYTHONPATH:$SITE" CTXKERNEL_ISOLATION=none \
+    check tilelang-none.log examples/vector_add examples/vector_add/solution_tilelang.py --device cuda
+  PYTHONPATH="$PYTHONPATH:$SITE" \
+    check tilelang-gemm.log examples/matmul_bf16 examples/matmul_bf16/solution_tilelang.py --device cuda --bench --expect-isa wgmma
 fi
 stamp "done"
 tar -czf "$OUT_DIR/evidence.tgz" -C "$W" . && ls -la "$OUT_DIR"
