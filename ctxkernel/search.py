@@ -289,7 +289,15 @@ class Searcher:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
         fused = _rrf(lists, sharp)
-        hits = self._materialize(caches, fused, k, filters, mode, example, teach)
+        # a long question with a pile of teaching material on top: past the first few,
+        # each teaching chunk counts a little less, making room for the API source
+        thin = (
+            mode == "hybrid"
+            and TEACH_DECAY < 1.0
+            and not whole_file
+            and len(query.split()) >= TEACH_DECAY_MIN_WORDS
+        )
+        hits = self._materialize(caches, fused, k, filters, mode, example, teach, thin)
         took = (time.perf_counter() - t0) * 1000
         return SearchResult(hits, took, mode, names, timings)
 
@@ -344,6 +352,7 @@ class Searcher:
         mode: str,
         example: bool = False,
         teach: bool = False,
+        thin: bool = False,
     ) -> list[Hit]:
         # the same window whatever k is (up to 10), so top-5 is the head of top-10
         wanted = fused[: max(k * 3, RERANK_WINDOW)]
@@ -368,6 +377,8 @@ class Searcher:
                 prior *= TEACH_BOOST
             hits.append(Hit(chunk, score=score * prior, via=mode))
         hits.sort(key=lambda h: -h.score)
+        if thin:
+            hits = thin_teaching(hits)
         hits = spread(merge_adjacent(hits))[:k]
         for i, h in enumerate(hits, 1):
             h.rank = i
@@ -394,6 +405,14 @@ FILE_OPENING = 2.0
 TEACHING_KINDS = frozenset({"tutorial", "doc", "example"})
 TEACH_BOOST = 1.0  # its score for such a question (1.0: off)
 TEACH_PLAIN_ONLY = False  # only for questions that name no identifier
+# a long question in a user's words (a setting told, then the ask) pulls in the tutorials
+# and examples that share the setting's words, and they fill the top while the API
+# source the question means waits below: the n-th teaching chunk past the first
+# TEACH_DECAY_FREE scores TEACH_DECAY ** n of its own (1.0: off). Not for a question after
+# a whole file (``querytext.seeks_file``): an example is what that one wants
+TEACH_DECAY = 0.8
+TEACH_DECAY_FREE = 3
+TEACH_DECAY_MIN_WORDS = 20  # of the question's words (short queries name what they want)
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
@@ -708,6 +727,19 @@ def spread(hits: list[Hit]) -> list[Hit]:
             kept.append(hit)
             first.append(hit)
     return first + later
+
+
+def thin_teaching(hits: list[Hit]) -> list[Hit]:
+    """``hits`` (best first), the n-th teaching chunk (``TEACHING_KINDS``) past the first
+    ``TEACH_DECAY_FREE`` scoring ``TEACH_DECAY ** n`` of its own, re-sorted: a soft cap
+    on how much of the top one kind of material takes."""
+    seen = 0
+    for hit in hits:
+        if hit.chunk.kind in TEACHING_KINDS:
+            seen += 1
+            if seen > TEACH_DECAY_FREE:
+                hit.score *= TEACH_DECAY ** (seen - TEACH_DECAY_FREE)
+    return sorted(hits, key=lambda h: -h.score)
 
 
 def merge_adjacent(hits: list[Hit]) -> list[Hit]:
