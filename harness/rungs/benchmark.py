@@ -42,16 +42,17 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..metrics import compare
-from ..perf import baselines, clockscale, reftimes
+from ..perf import baselines, clockscale, gpuidle, reftimes
 from ..perf.benchstats import MIN_TIMED_SAMPLES, StopRule, summarize
 from ..problems.precision import reference_precision
-from ..process import channel
+from ..process import channel, freeze
 from ..process.session import WorkerGone
 from ..verdict import RungResult
 from ..worker import witness
@@ -219,35 +220,14 @@ class BenchmarkRung:
                     f"the candidate set a persisting-L2 limit ({after['persisting_l2_bytes']} bytes) while being timed"
                 )
                 return result
-            for subject, lazy, bucket in (
-                ("reference", reference, ref_times),
-                ("reference_compiled", compiled, comp_times),
-            ):
-                if lazy is None:
-                    continue
-                cache_key = _reference_key(ctx, subject, shape, l2) if rounds == 1 else None
-                clock = reftimes.observed_clock(report)
-                cached = reftimes.lookup(cache_key, clock) if cache_key else None
-                if cached is not None:  # same problem, shape, device, clocks: not timed again
-                    bucket += [float(t) for t in cached["times_s"]]
-                    round_info[subject] = {**cached["summary"], "cached": True}
-                    continue
-                with _timed(phases, f"{subject}_worker"):
-                    worker = lazy.get()
-                if worker is None:
-                    continue
-                time.sleep(gap)
-                with _timed(phases, subject):
-                    ref_reply = _bench(ctx, worker, shape, rng.getrandbits(62), 0, budget, l2)
-                if ref_reply.get("ok"):
-                    bucket += [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
-                    round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
-                    if cache_key:
-                        times = [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
-                        ref_clock = reftimes.observed_clock(ref_reply["report"])
-                        reftimes.remember(cache_key, times, round_info[subject], ref_clock)
-                else:
-                    round_info[subject] = {"error": _reply_error(ref_reply)}
+            _time_references(
+                ctx,
+                ((reference, ref_times), (compiled, comp_times)),
+                _Window(shape, l2, budget, gap, rounds == 1, rng),
+                report,
+                round_info,
+                phases,
+            )
             result["rounds"].append(round_info)
         result["phase_s"] = _rounded(phases)
         cand = summarize(cand_times)
@@ -282,11 +262,127 @@ class BenchmarkRung:
             )
         if result.get("round_spread") is not None:
             result["timing_note"] += f"; rounds differ by {result['round_spread'] * 100:.1f}%"
+        unfrozen = [r for r in result["rounds"] if r.get("candidate_frozen") is False]
+        withheld = [
+            r["reference_withheld"] for r in result["rounds"] if r.get("reference_withheld")
+        ]
+        if withheld:
+            result["timing_note"] += f"; {withheld[0]}"
+        elif unfrozen:
+            result["timing_note"] += _unfrozen_words(unfrozen[0])
         if result.get("speedup") is not None:
             result["timing_note"] += f"; {result['speedup']:.3g}x the reference"
             if (result["rounds"][0].get("reference") or {}).get("cached"):
                 result["timing_note"] += " (its timing cached: same problem, shape, device, clock)"
         return result
+
+
+@dataclass
+class _Window:
+    """How a round's reference windows are timed: the shape, the L2 mode, the budget, the
+    idle gap before each, whether their timings may be cached, and the round's seeds."""
+
+    shape: dict[str, Any]
+    l2: str
+    budget: float
+    gap: float
+    cacheable: bool
+    rng: random.Random
+
+
+def _time_references(
+    ctx: LadderContext,
+    subjects: tuple[tuple[_LazySession | None, list[float]], ...],
+    window: _Window,
+    report: dict[str, Any],
+    round_info: dict[str, Any],
+    phases: defaultdict[str, float],
+) -> None:
+    """Time the reference (and its compiled form) for one round, adding the seconds of its
+    calls to each subject's bucket. A timing cached for the same problem, shape, device and
+    clocks is reused; the others are timed with every process of the candidate's workers
+    stopped (``process/freeze.py``): work the candidate left running (a native thread, a
+    child, a ``setsid`` process) would otherwise compete with the reference and inflate
+    the speedup. On a GPU the stopped candidate's queued kernels still run: the device is
+    first seen idle (``perf/gpuidle.py``); one still busy after ``IDLE_TIMEOUT_S`` (the
+    candidate's leftovers or, on a shared GPU, another process's work) gets no reference
+    timing and so no speedup (``round_info["reference_withheld"]``: why), never a false
+    failure. Only a timing measured with the candidate's trees confirmed stopped (and the
+    GPU seen idle) is cached: ``round_info["candidate_frozen"]``."""
+    todo: list[tuple[str, WorkerSession, list[float], str | None]] = []
+    for (lazy, bucket), subject in zip(subjects, ("reference", "reference_compiled"), strict=True):
+        if lazy is None:
+            continue
+        cache_key = (
+            _reference_key(ctx, subject, window.shape, window.l2) if window.cacheable else None
+        )
+        clock = reftimes.observed_clock(report)
+        cached = reftimes.lookup(cache_key, clock) if cache_key else None
+        if cached is not None:  # same problem, shape, device, clocks: not timed again
+            bucket += [float(t) for t in cached["times_s"]]
+            round_info[subject] = {**cached["summary"], "cached": True}
+            continue
+        with _timed(phases, f"{subject}_worker"):
+            worker = lazy.get()
+        if worker is not None:
+            todo.append((subject, worker, bucket, cache_key))
+    if not todo:
+        return
+    stopped_at = time.time()
+    with freeze.frozen(ctx.workers.candidate_sessions()) as held:
+        clean = held.confirmed
+        if ctx.device == "cuda":
+            with _timed(phases, "gpu_idle"):
+                idle = gpuidle.wait_idle(stopped_at)
+            round_info["gpu_idle"] = idle.as_info()
+            clean = clean and idle.idle is True
+            if idle.idle is False:  # no speedup beside work that would slow the reference
+                round_info["reference_withheld"] = (
+                    f"the GPU stayed busy {idle.waited_s:.3g} s after the candidate's processes "
+                    f"were stopped (kernels it left queued after its timed calls, or another "
+                    f"process's): the reference was not timed beside that work, no speedup"
+                )
+                todo = []
+        round_info["candidate_frozen"] = clean
+        for subject, worker, bucket, cache_key in todo:
+            time.sleep(window.gap)
+            with _timed(phases, subject):
+                ref_reply = _bench(
+                    ctx,
+                    worker,
+                    window.shape,
+                    window.rng.getrandbits(62),
+                    0,
+                    window.budget,
+                    window.l2,
+                )
+            if not ref_reply.get("ok"):
+                round_info[subject] = {"error": _reply_error(ref_reply)}
+                continue
+            times = [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
+            bucket += times
+            round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
+            if cache_key and clean:
+                ref_clock = reftimes.observed_clock(ref_reply["report"])
+                reftimes.remember(cache_key, times, round_info[subject], ref_clock)
+    round_info["freeze"] = held.as_info()
+    phases["freeze"] += held.stop_s + held.resume_s
+
+
+def _unfrozen_words(round_info: dict[str, Any]) -> str:
+    """Why a round's reference timing was not cached: the candidate's processes were not
+    confirmed stopped, or the GPU not seen idle of their work."""
+    stop = round_info.get("freeze") or {}
+    if not stop.get("confirmed"):
+        return (
+            f"; the candidate's processes could not be confirmed stopped while the "
+            f"reference was timed ({stop.get('reason')}): its timing was not cached"
+        )
+    idle = round_info.get("gpu_idle") or {}
+    return (
+        f"; the GPU was not seen idle of the candidate's work before the reference was "
+        f"timed ({idle.get('how')}): its timing was not cached"
+    )
 
 
 def _library_entry(result: dict[str, Any], library: baselines.LibraryBaseline) -> None:

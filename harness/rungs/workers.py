@@ -285,6 +285,12 @@ class Workers:
     def is_open(self, role: str) -> bool:
         return role in self._aux
 
+    def candidate_sessions(self) -> list[WorkerSession]:
+        """Every open worker that has run candidate code: the ladder's own until it is
+        finished, and the auxiliary ones loaded with the candidate (the benchmark's)."""
+        found = [self._session] if self._session is not None and self.closed is None else []
+        return found + [s for role, s in self._aux.items() if not role.startswith("reference")]
+
     def close_aux(self, role: str) -> list[str]:
         """Close one auxiliary worker; returns the integrity findings of its goodbye."""
         session = self._aux.pop(role, None)

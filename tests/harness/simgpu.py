@@ -79,11 +79,14 @@ def simulated_bench(
     monkeypatch: pytest.MonkeyPatch,
     n: int,
     on_call: Callable[[str, int, Frames], None] | None = None,
+    root_of: Callable[[str], int | None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """(a ladder context for the benchmark and roofline rungs, the ceilings it reports) for
     the vector add at size ``n``: the reference costs 0.2 ms a call, the candidate 0.1 ms on
     ``fake_gpu``'s clock; ``on_call(subject, calls so far, frames)`` runs in each call and
-    may put frames of its own on the channel (a candidate writing onto the pipe)."""
+    may put frames of its own on the channel (a candidate writing onto the pipe);
+    ``root_of(role)`` names a real process standing for the worker's launcher (its tree is
+    what the rung freezes while the reference is timed; None: no process of this machine)."""
     from harness.problems.candidate import load_candidate
     from harness.process.session import Reply
     from harness.rungs.context import LadderContext
@@ -105,6 +108,7 @@ def simulated_bench(
     class Session:
         def __init__(self, role: str) -> None:
             self.frames: Frames = []  # the result channel, as the parent reads it
+            self.pid = root_of(role) if root_of is not None else None
             self.worker = Worker(None, "/tmp", "cpu")  # type: ignore[arg-type]
             self.worker.device = "cuda"
             self.worker.subject = "reference" if role.startswith("reference") else "candidate"

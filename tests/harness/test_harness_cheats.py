@@ -1,6 +1,6 @@
 """The issue's reward-hacking list, one planted cheat per file under ``cheats/``.
 
-File names start with the item number of the issue (``c01`` .. ``c15``); each file's
+File names start with the item number of the issue (``c01`` .. ``c15``; ``c16`` came later); each file's
 header names the problem, the options (``policy_scan=false`` switches the static filter
 to warnings so the runtime defence is what catches it) and the expected rung and reason.
 GPU-only cheats (side streams, illegal memory access, recycled CUDA memory) are in
@@ -48,7 +48,8 @@ def cheat_verdicts(verdict_pool: VerdictPool) -> Iterator[VerdictPool]:
 
 
 def test_every_cpu_item_of_the_issue_has_a_planted_cheat() -> None:
-    assert set(range(1, 16)) == ITEMS, sorted(set(range(1, 16)) - ITEMS)
+    # 1-15: the issue's list; 16: work left running while the reference is timed
+    assert set(range(1, 17)) == ITEMS, sorted(set(range(1, 17)) ^ ITEMS)
 
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
