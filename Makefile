@@ -43,7 +43,8 @@ test: setup lint
 
 # what a non-root user, or a container that refuses namespaces, runs: the walls, the
 # planted cheats, the warm paths and the check server
-AS_USERS_TESTS ?= tests/harness/test_walls.py tests/harness/test_harness_sandbox.py \
+AS_USERS_TESTS ?= tests/harness/test_walls.py tests/harness/test_walls_mounts.py \
+	tests/harness/test_harness_sandbox.py \
 	tests/harness/test_harness_warm_start.py tests/harness/test_harness_cheats.py \
 	tests/harness/test_checkserver.py tests/harness/test_harness_examples.py \
 	tests/harness/test_every_user.py \

@@ -43,7 +43,7 @@ PROGRAM = (
 LAYER = (
     "import ctypes, os, sys\n"
     "sys.path.insert(0, {root!r})\n"
-    "from harness.process import walls\n"
+    "from harness.process import seccomp, walls\n"
     "ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # no new privileges\n"
     "own = {own!r}\n"
     "{setup}\n"
@@ -51,13 +51,13 @@ LAYER = (
 )
 LAYERS = {
     "plain": None,
-    "seccomp_profiler": "walls.seccomp(network=False)",
-    "seccomp_full": "walls.seccomp()",
+    "seccomp_profiler": "seccomp.install(network=False, abi=walls.landlock_abi())",
+    "seccomp_full": "seccomp.install(abi=walls.landlock_abi())",
     "landlock": "walls.landlock([own], walls._device_nodes())",
     "landlock_tmp": "walls.landlock([own, '/tmp', '/dev/shm'], walls._device_nodes())",
     "landlock_root": "walls.landlock([own, '/'], walls._device_nodes())",
     "landlock_seccomp_profiler": (
-        "walls.landlock([own], walls._device_nodes()); walls.seccomp(network=False)"
+        "walls.landlock([own], walls._device_nodes()); seccomp.install(network=False, abi=walls.landlock_abi())"
     ),
 }
 

@@ -30,7 +30,7 @@ CUDA = (
 WALL = (
     "import ctypes, os, sys, tempfile\n"
     "sys.path.insert(0, {root!r})\n"
-    "from harness.process import walls\n"
+    "from harness.process import seccomp, walls\n"
     "ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # no new privileges\n"
     "own = tempfile.mkdtemp()\n"
     "{setup}\n"
@@ -39,11 +39,11 @@ WALL = (
 STEPS = {
     "plain": None,
     "no_new_privs": "pass",
-    "seccomp": "walls.seccomp(network=True)",
-    "seccomp_profiler": "walls.seccomp(network=False)",
+    "seccomp": "seccomp.install(network=True, abi=walls.landlock_abi())",
+    "seccomp_profiler": "seccomp.install(network=False, abi=walls.landlock_abi())",
     "landlock_writes": "walls.landlock([own], walls._device_nodes())",
     "landlock_hidden": "walls.landlock([own], walls._device_nodes(), [os.path.expanduser('~/.cache')])",
-    "landlock_and_seccomp": "walls.landlock([own], walls._device_nodes()); walls.seccomp()",
+    "landlock_and_seccomp": "walls.landlock([own], walls._device_nodes()); seccomp.install(abi=walls.landlock_abi())",
     # which write landlock refuses CUDA: each variant lets one more tree be written
     "landlock_plus_dev": "walls.landlock([own, '/dev'], walls._device_nodes())",
     "landlock_plus_tmp_shm": "walls.landlock([own, '/tmp', '/dev/shm'], walls._device_nodes())",

@@ -97,11 +97,15 @@ class LocalSession:
         self.stderr_path = logdir / f"{name}.stderr.log"
         python = options.python or sys.executable
         env = scrubbed_env(workdir, env_extra)
-        keep = sandbox.worker_paths(workdir, *keep_paths) if self.isolation.private_tmp else None
+        needs = sandbox.worker_paths(workdir, *keep_paths)
+        keep = needs if self.isolation.private_tmp else None
         self.walls: dict[str, Any] = {
             "writable": str(workdir),
             "hidden": sandbox.parent_folders([workdir, *keep_paths]),
             "on": list(self.isolation.walls),
+            # where landlock hides the parent's folders: what it grants by name in a folder
+            # too wide to grant whole (a crowded /tmp, a home of many thousand entries)
+            "needs": needs if keep is None else [],
         }
         self.started_by = "spawned"
         self.warm_note = ""
@@ -201,6 +205,7 @@ class LocalSession:
                     writable=self.walls["writable"],
                     hidden=self.walls["hidden"],
                     walls_on=self.walls["on"],
+                    needs=self.walls["needs"],
                 ),
                 cwd=workdir,
                 env=env,
@@ -525,8 +530,11 @@ def run_oneshot(
     timed_out = False
     isolation = sandbox.isolation()
     hidden = sandbox.parent_folders([workdir, *keep_paths])
+    needs = sandbox.worker_paths(
+        workdir, *keep_paths, *_tool_dirs(wrapper), *([tooldir] if wrapper else [])
+    )
     if wrapper:  # the profiler's layer leaves /proc writable: the target walls itself
-        spec = sandbox.self_walls_spec(isolation.profiler_mode(), str(workdir), hidden)
+        spec = sandbox.self_walls_spec(isolation.profiler_mode(), str(workdir), hidden, needs)
         cmd += ["--self-walls", spec]
     # under a profiler the worker keeps CAP_SYS_ADMIN (the driver's counters need it), so
     # it could unmount its /proc: this process is made non-dumpable first
@@ -542,16 +550,13 @@ def run_oneshot(
                 cmd,
                 pid_w,
                 keep_admin=keep_admin,
-                keep_paths=sandbox.worker_paths(
-                    workdir, *keep_paths, *_tool_dirs(wrapper), *([tooldir] if wrapper else [])
-                )
-                if isolation.private_tmp and mode != "none"
-                else None,
+                keep_paths=needs if isolation.private_tmp and mode != "none" else None,
                 writable=str(workdir),
                 hidden=hidden,
                 profiler=bool(wrapper),
                 tool_dir=str(tooldir) if wrapper else None,
                 walls_on=isolation.walls,
+                needs=needs,
             ),
             cwd=workdir,
             env=scrubbed_env(workdir, env_extra),

@@ -4,9 +4,9 @@ PID namespace's ``/proc``, private temp folders with the paths a worker needs bo
 in, the capabilities a worker never keeps; and the probe of which modes this machine
 allows (``sandbox.py --probe``).
 
-Stdlib only, loaded by path beside ``walls.py`` and ``lifetime.py`` when the launcher runs
-as ``python -I -S sandbox.py`` (which loads those two first, under the names this file
-looks them up by).
+Stdlib only, loaded by path beside ``seccomp.py``, ``walls.py`` and ``lifetime.py`` when
+the launcher runs as ``python -I -S sandbox.py`` (which loads those first, under the
+names this file looks them up by).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import os
 import sys
 
 try:  # imported as harness.process.namespaces
-    from . import lifetime, walls
-except ImportError:  # loaded by path by the launcher, which loaded these two first
+    from . import lifetime, seccomp, walls
+except ImportError:  # loaded by path by the launcher, which loaded these three first
     lifetime = sys.modules["ctxkernel_lifetime"]
+    seccomp = sys.modules["ctxkernel_seccomp"]
     walls = sys.modules["ctxkernel_walls"]
 
 CLONE_NEWNS = 0x00020000
@@ -319,6 +320,6 @@ def report_probe() -> None:
         "private_tmp": private,
         "walls": found,
         "landlock": walls.landlock_abi(),
-        "seccomp": walls.seccomp_supported(),
+        "seccomp": seccomp.supported(),
     }
     sys.stdout.write(json.dumps(doc) + "\n")

@@ -59,7 +59,7 @@ import sys
 from _collections_abc import Callable, Sequence  # already loaded by os: no import cost
 
 try:  # imported as harness.process.sandbox
-    from . import lifetime, namespaces, walls
+    from . import lifetime, namespaces, seccomp, walls
 except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the siblings
     import importlib.util
     from types import ModuleType
@@ -71,10 +71,11 @@ except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``)
         )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # namespaces.py looks the first two up by name
+        sys.modules[spec.name] = module  # the later siblings look the earlier up by name
         spec.loader.exec_module(module)
         return module
 
+    seccomp = _sibling("seccomp")
     walls = _sibling("walls")
     lifetime = _sibling("lifetime")
     namespaces = _sibling("namespaces")
@@ -134,7 +135,19 @@ class Isolation:
             "seccomp": "on" if self.seccomp else "unavailable on this architecture",
             "subreaper": not self.namespaces,
             "process_cap": self.process_cap(),
+            **self.hiding(),
         }
+
+    def hiding(self) -> dict[str, list[str]]:
+        """Where else the parent's folders are mounted (hidden there too: ``walls.reaching``)
+        and, where landlock hides them, the folders on the way too wide to grant whole,
+        narrowed to what a worker needs (``walls._listings``): their other entries are
+        unread by workers."""
+        hidden = parent_folders()
+        doc = {"parent_folders_also_at": sorted(walls.reaching(hidden))}
+        if not self.private_tmp and self.landlock:
+            doc["read_rules_narrowed"] = walls.narrowed_folders([*hidden, "/dev"])
+        return doc
 
     def process_cap(self) -> str:
         """How a worker's tree is kept to ``lifetime.task_cap()`` processes and threads: the
@@ -280,12 +293,14 @@ def command(
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
+    needs: Sequence[str] | None = None,
 ) -> list[str]:
     """The launcher's command line that runs ``argv`` isolated in ``mode``; with
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
     paths bound back in; with ``writable`` (the worker's own folder) the walls of
     ``enter_worker`` go up, ``hidden`` folders covered, sockets left alone for a
-    ``profiler``."""
+    ``profiler``; ``needs`` (``worker_paths``), where no tmpfs covers the hidden folders:
+    what landlock grants by name in a folder too wide to grant whole."""
     cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
     cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
     if keep_admin:
@@ -304,6 +319,9 @@ def command(
             cmd.append("--profiler")
         if tool_dir:
             cmd += ["--tool-dir", tool_dir]
+        if mode == "none" or keep_paths is None:
+            for path in needs or ():
+                cmd += ["--need", path]
     return [*cmd, "--", *argv]
 
 
@@ -435,19 +453,26 @@ def enter_worker(
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
+    needs: Sequence[str] | None = None,
 ) -> None:
     """The worker's last steps before it runs. Namespace modes: private temp folders
     (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
-    folders (``hidden``) covered, the whole tree read-only but ``writable`` and the
-    private temp folders. Every mode: capabilities dropped (the bounding set; the live
-    ones too when no exec follows), no new privileges, landlock (writes only beneath
-    ``writable``; in ``none`` mode nothing read of ``hidden`` nor of ``/dev`` but the device
-    nodes), the seccomp filter (its socket and IPC rules left out for a ``profiler``),
-    default SIGPIPE/SIGXFSZ. A wall the kernel refuses raises ``OSError``: the worker
-    does not start without it."""
+    folders (``hidden``) covered, wherever they are mounted, the whole tree read-only but
+    ``writable`` and the private temp folders. Every mode: capabilities dropped (the
+    bounding set; the live ones too when no exec follows), no new privileges, landlock
+    (writes only beneath ``writable``; where no tmpfs covers them, nothing read of
+    ``hidden``, through any mount, nor of ``/dev`` but the device nodes; ``needs``: what
+    the worker reads in a folder too wide to grant whole), the seccomp filter (its socket
+    and IPC rules left out for a ``profiler``), default SIGPIPE/SIGXFSZ. A wall the kernel
+    refuses raises ``OSError``: the worker does not start without it."""
     devices: list[str] = []
     own: list[str] = [writable] if writable else []
+    covered = mode != "none" and keep_paths is not None
     if mode != "none" and keep_paths is not None:
+        # every other mount of the parent's folders too (a cache bound again under /mnt),
+        # found before the private temp folders change the view: another check's folder
+        # under /tmp stays reachable wherever /tmp is mounted a second time
+        hidden = [*(hidden or ()), *walls.reaching(list(hidden or ()))]
         namespaces.private_tmp(keep_paths)
         own += [p for p in namespaces.PRIVATE_TMP if os.path.isdir(p)]
         devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
@@ -472,33 +497,43 @@ def enter_worker(
         # without a mount namespace to cover the parent's folders, landlock keeps them unread,
         # and /dev but the device nodes (the raw disks under those folders, terminals,
         # another process's /dev/shm) as a namespace mode's own /dev does
-        unread = _unread(mode, own, hidden)
+        unread = _unread(mode, own, hidden, covered)
         # a profiler (ncu, compute-sanitizer) runs its target as a child, whose /proc/<pid>
         # the CUDA driver writes: the profiler's layer leaves /proc writable, and the target
         # adds a layer of its own at once (``self_walls``), as strict as a plain worker's
         tool = [*own, "/proc", *([tool_dir] if tool_dir else [])]
-        walls.landlock(tool if profiler else own, devices, unread)
-        walls.seccomp(network=not profiler, host=mode == "none" and not profiler)
+        walls.landlock(tool if profiler else own, devices, unread, list(needs or ()))
+        seccomp.install(
+            network=not profiler, host=mode == "none" and not profiler, abi=walls.landlock_abi()
+        )
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
             _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
 
 
-def _unread(mode: str, own: list[str], hidden: Sequence[str] | None) -> list[str]:
-    """What landlock keeps unread: without a mount namespace to cover them, the parent's
-    folders and /dev but the device nodes; nothing in the namespace modes."""
-    if mode != "none":
+def _unread(
+    mode: str, own: list[str], hidden: Sequence[str] | None, covered: bool | None = None
+) -> list[str]:
+    """What landlock keeps unread: where no tmpfs covers them (``none`` mode, or a
+    namespace mode that could not make the private temp folders), the parent's folders
+    and /dev but the device nodes; nothing where they are ``covered``."""
+    if covered is None:
+        covered = mode != "none"
+    if covered:
         return []
     return [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
 
 
-def self_walls_spec(mode: str, writable: str, hidden: Sequence[str]) -> str:
+def self_walls_spec(
+    mode: str, writable: str, hidden: Sequence[str], needs: Sequence[str] = ()
+) -> str:
     """The landlock layer a profiled worker puts on itself (``--self-walls``), as JSON:
     writes only beneath its own folder (its TMPDIR is there) -- not the private temp
     folders a plain worker may also write, beneath which the tool's folder may be bound --
-    and the same unread folders as a plain worker's."""
+    and the same unread folders (and ``needs``) as a plain worker's."""
     own = [writable]
-    return json.dumps({"writable": own, "unread": _unread(mode, own, hidden)})
+    unread = _unread(mode, own, hidden)
+    return json.dumps({"writable": own, "unread": unread, "needs": list(needs) if unread else []})
 
 
 def apply_self_walls(spec: str) -> dict[str, object]:
@@ -506,7 +541,7 @@ def apply_self_walls(spec: str) -> dict[str, object]:
     writes only beneath its own folders, its device nodes and its own /proc/<pid>."""
     doc = json.loads(spec)
     own = [p for p in doc["writable"] if os.path.isdir(p)]
-    return walls.landlock(own, walls._device_nodes(), list(doc["unread"]))
+    return walls.landlock(own, walls._device_nodes(), list(doc["unread"]), doc.get("needs"))
 
 
 def _holds(outer: str, paths: list[str]) -> bool:
@@ -560,6 +595,7 @@ def launch(
     profiler: bool = False,
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
+    needs: list[str] | None = None,
 ) -> None:
     namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
@@ -569,7 +605,16 @@ def launch(
     def become() -> None:
         os.close(pid_fd)
         enter_worker(
-            mode, keep_admin, keep_paths, True, writable, hidden, profiler, walls_on, tool_dir
+            mode,
+            keep_admin,
+            keep_paths,
+            True,
+            writable,
+            hidden,
+            profiler,
+            walls_on,
+            tool_dir,
+            needs,
         )
         _exec(argv)
 
@@ -708,13 +753,14 @@ def main(argv: list[str]) -> int:
         _fail(
             "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
             "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler] "
-            "[--tool-dir DIR]] "
+            "[--tool-dir DIR] [--need PATH]...] "
             "-- CMD..."
         )
     opts, cmd = argv[:split], argv[split + 1 :]
     values: dict[str, str] = {}
     keep: list[str] = []
     hidden: list[str] = []
+    needs: list[str] = []
     walls_on: list[str] = list(ALL_WALLS)
     rest = list(opts)
     while rest:
@@ -725,6 +771,8 @@ def main(argv: list[str]) -> int:
             keep.append(rest.pop(0))
         elif key == "--hide":
             hidden.append(rest.pop(0))
+        elif key == "--need":
+            needs.append(rest.pop(0))
         elif key == "--walls":
             walls_on[:] = [w for w in rest.pop(0).split(",") if w in ALL_WALLS]
         else:
@@ -747,6 +795,7 @@ def main(argv: list[str]) -> int:
             "--profiler" in values,
             walls_on,
             values.get("--tool-dir"),
+            needs,
         )
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")

@@ -129,7 +129,8 @@ def run_sandboxed(
             env_extra = {**worker_env_for(backend, device), **env_extra}
         env = scrubbed_env(workdir, env_extra)
         extra = [os.path.realpath(b) for b in binds or ()]
-        keep = sandbox.worker_paths(workdir, *extra) if isolation.private_tmp else None
+        needs = sandbox.worker_paths(workdir, *extra)
+        keep = needs if isolation.private_tmp else None
         pid_r, pid_w = os.pipe()
         cmd = sandbox.command(
             isolation.mode,
@@ -139,6 +140,7 @@ def run_sandboxed(
             writable=str(workdir),
             hidden=sandbox.parent_folders([workdir, *extra]),
             walls_on=isolation.walls,
+            needs=needs,
         )
         out = subprocess.PIPE if capture else None
         proc = subprocess.Popen(

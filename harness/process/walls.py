@@ -8,25 +8,31 @@ launcher does for it:
   is made read-only, recursively (``mount_setattr``), except its own temp folder and
   the private ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the folders the parent keeps for
   itself (check-server sockets, run records, agent state, caches) are covered by an
-  empty read-only tmpfs; ``/dev`` is a tmpfs holding only the device nodes a GPU program
+  empty read-only tmpfs, at their own path and wherever another mount shows them
+  (``reaching``: a volume mounted twice, a home bound again under ``/srv``); ``/dev`` is a tmpfs holding only the device nodes a GPU program
   needs. The worker keeps no capability to remount (``CAP_SYS_ADMIN`` is dropped from
   its bounding set and the seccomp filter refuses every mount call).
 - **its own network namespace** (namespace modes): loopback up, nothing listening.
 - **landlock** (every mode, where the kernel has it): writes only beneath the worker's
   temp folders and to the device nodes it needs; in ``none`` mode, where no tmpfs can
   cover them, no file of the parent's own folders (nor of other checks' temp folders)
-  opened, and no file under ``/dev`` but those device nodes (a raw disk, a terminal,
-  another process's ``/dev/shm``); no TCP bind or connect; no abstract Unix socket or
+  opened, by any mount of them, and no file under ``/dev`` but those device nodes (a raw
+  disk, a terminal, another process's ``/dev/shm``); past a folder too wide to grant
+  entry by entry only what the worker needs there is read (``_read_rules``); no TCP bind or connect; no abstract Unix socket or
   signal reaching outside its own domain; no ptrace of (nor ``/proc/<pid>/mem`` or
   ``environ`` of) a process outside it.
-- **seccomp** (every mode, x86-64 and arm64): no ptrace, ``process_vm_*``, mount calls,
+- **seccomp** (``seccomp.py``; every mode, x86-64 and arm64): no ptrace, ``process_vm_*``, mount calls,
   ``unshare``/``setns``/namespace clones, bpf, ``perf_event_open``, keyrings, kexec,
   modules, io_uring (which would bypass the filter), file handles, ``pidfd_getfd``;
-  no socket but a Unix stream socket, no ``connect``, no ``sendto`` an address; no
-  System V IPC or POSIX message queue (named machine-wide); no extended attribute set or
-  removed (no landlock right covers them: the user's files untagged). In ``none`` mode, where
+  no socket (nor socket pair) but a Unix stream one, no ``connect``, no ``sendto`` an
+  address, no ``bind`` or ``listen`` (no name another program expects taken); no System
+  V IPC or POSIX message queue (named machine-wide); no extended attribute set or removed
+  (no landlock right covers them: the user's files untagged). In ``none`` mode, where
   other processes have PIDs it can name: limits, priorities and CPUs set for itself
-  only, and no file made setuid, setgid, writable by every user or unreadable by its owner.
+  only, no file made setuid, setgid, writable by every user or unreadable by its owner,
+  no file's times set (the call succeeds and changes nothing: ``shutil.copy2`` copies
+  on), and where landlock does not scope signals (ABI < 6), signals sent only to its own
+  process (no group, no pidfd, no file owner but itself).
 - **a subreaper** (``none`` mode, where no PID namespace ends the worker's
   descendants): the launcher adopts every orphan of the worker's tree and kills them all
   when the worker ends, ``setsid`` or not.
@@ -45,127 +51,28 @@ path (``sandbox.py`` runs as ``python -I -S sandbox.py``).
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import errno
 import os
-import platform
 import struct
+import sys
 
-# -- syscalls ------------------------------------------------------------------------------
+try:  # imported as harness.process.walls
+    from . import seccomp
+except ImportError:  # loaded by path (the launcher, a test): its sibling by path too
+    seccomp = sys.modules.get("ctxkernel_seccomp")  # type: ignore[assignment]
+    if seccomp is None:
+        import importlib.util
 
-_ARCH = platform.machine()
-_NR: dict[str, dict[str, int]] = {
-    "x86_64": {
-        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "mount": 165,
-        "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308,
-        "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
-        "finit_module": 313, "delete_module": 176, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "mount_setattr": 442, "pidfd_getfd": 438, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "name_to_handle_at": 303,
-        "open_by_handle_at": 304, "kcmp": 312, "process_madvise": 440, "swapon": 167,
-        "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179, "syslog": 103,
-        "userfaultfd": 323, "clone3": 435, "clone": 56, "socket": 41, "connect": 42,
-        "sendto": 44, "seccomp": 317, "landlock_create_ruleset": 444,
-        "landlock_add_rule": 445, "landlock_restrict_self": 446,
-        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
-        "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
-        "msgctl": 71, "mq_open": 240, "mq_unlink": 241, "prlimit64": 302,
-        "setpriority": 141, "ioprio_set": 251, "sched_setaffinity": 203,
-        "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
-        "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
-        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
-        "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
-    },
-    "aarch64": {
-        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "mount": 40,
-        "umount2": 39, "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268,
-        "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217,
-        "request_key": 218, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
-        "finit_module": 273, "delete_module": 106, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-        "mount_setattr": 442, "pidfd_getfd": 438, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "name_to_handle_at": 264,
-        "open_by_handle_at": 265, "kcmp": 272, "process_madvise": 440, "swapon": 224,
-        "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60, "syslog": 116,
-        "userfaultfd": 282, "clone3": 435, "clone": 220, "socket": 198, "connect": 203,
-        "sendto": 206, "seccomp": 277, "landlock_create_ruleset": 444,
-        "landlock_add_rule": 445, "landlock_restrict_self": 446,
-        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190,
-        "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189,
-        "msgrcv": 188, "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "prlimit64": 261,
-        "setpriority": 140, "ioprio_set": 30, "sched_setaffinity": 122,
-        "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274,
-        "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
-        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
-        "lremovexattr": 15, "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466,
-    },
-}  # fmt: skip
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# extended attributes set or removed: no landlock right covers them, so without a mount
-# namespace (and as a second layer with one) a worker could tag or strip the user's files
-# (``security.*`` labels, ``user.*`` metadata, ACLs); nothing honest sets one (shutil's
-# copy2 ignores EPERM from them), and reading them stays allowed
-XATTR_SETTERS = (
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-    "setxattrat", "removexattrat",
-)  # fmt: skip
-# refused outright (EPERM): reading or steering other processes, leaving or making
-# namespaces and mounts, kernel objects shared beyond the worker, filter bypasses
-DENIED = (
-    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",
-    "chroot", "unshare", "setns", "bpf", "perf_event_open", "keyctl", "add_key",
-    "request_key", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
-    "mount_setattr", "pidfd_getfd", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "name_to_handle_at", "open_by_handle_at", "kcmp",
-    "process_madvise", "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog",
-    "userfaultfd", *XATTR_SETTERS,
-)  # fmt: skip
-# System V IPC and POSIX message queues: objects named machine-wide (no IPC namespace is
-# made), so another process's shared memory, semaphores and queues would be reachable by
-# id or name; a worker needs none (its shared memory is files under /dev/shm)
-IPC_DENIED = (
-    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop",
-    "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink",
-)  # fmt: skip
-# where other processes can be named by PID (no PID namespace): their limits, priority and
-# CPUs are the worker's to change only for itself (PID 0); a reference timed in a sibling
-# worker must not be reniced, pinned or limited
-SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
-# ... and no file of theirs (no landlock right covers a mode) made setuid, setgid or
-# writable by every user, nor unreadable by its owner (a file the parent, the user and the
-# next check could no longer open): (syscall, the mode's argument)
-MODE_SETTERS = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2))
-_MODES_REFUSED = 0o6002  # S_ISUID | S_ISGID | S_IWOTH
-_MODE_NEEDED = 0o400  # S_IRUSR
-_NS_FLAGS = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000
-_NS_FLAGS |= 0x02000000  # NEWUSER NEWPID NEWNS NEWNET NEWIPC NEWUTS NEWCGROUP
-_EPERM, _EINVAL, _ENOSYS = 1, 22, 38
-_AF_UNIX, _SOCK_DGRAM = 1, 2
-
-_libc_handle: ctypes.CDLL | None = None
-
-
-def _libc() -> ctypes.CDLL:
-    global _libc_handle
-    if _libc_handle is None:
-        _libc_handle = ctypes.CDLL(None, use_errno=True)
-    return _libc_handle
-
-
-def _syscall(name: str, *args: object) -> int:
-    nr = _NR.get(_ARCH, {}).get(name)
-    if nr is None:
-        raise OSError(_ENOSYS, f"{name}: no syscall number for {_ARCH}")
-    fn = _libc().syscall
-    fn.restype = ctypes.c_long
-    result = int(fn(ctypes.c_long(nr), *args))
-    if result < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{name}: {os.strerror(code)}")
-    return result
-
+        _here = os.path.dirname(os.path.realpath(__file__))
+        _spec = importlib.util.spec_from_file_location(
+            "ctxkernel_seccomp", os.path.join(_here, "seccomp.py")
+        )
+        assert _spec is not None and _spec.loader is not None
+        seccomp = importlib.util.module_from_spec(_spec)
+        sys.modules[_spec.name] = seccomp
+        _spec.loader.exec_module(seccomp)
 
 # -- mounts (namespace modes) ----------------------------------------------------------------
 
@@ -181,7 +88,7 @@ DEV_PREFIXES = ("nvidia",)  # nvidia0.., nvidiactl, nvidia-uvm, nvidia-uvm-tools
 
 def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int,
            data: bytes | None = None) -> None:  # fmt: skip
-    if _libc().mount(source, target.encode(), fstype, flags, data) != 0:
+    if seccomp.libc().mount(source, target.encode(), fstype, flags, data) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"mount {target}: {os.strerror(code)}")
 
@@ -190,7 +97,7 @@ def _setattr(path: str, attr_set: int, attr_clr: int, recursive: bool) -> None:
     attr = struct.pack("QQQQ", attr_set, attr_clr, 0, 0)
     buf = ctypes.create_string_buffer(attr, len(attr))
     flags = _AT_RECURSIVE if recursive else 0
-    _syscall(
+    seccomp.syscall(
         "mount_setattr",
         ctypes.c_int(_AT_FDCWD),
         ctypes.c_char_p(path.encode()),
@@ -244,16 +151,135 @@ def minimal_dev() -> list[str]:
 
 def hide(paths: list[str]) -> list[str]:
     """Cover each existing folder in ``paths`` with an empty read-only tmpfs (the parent's
-    own state: check-server sockets, run records, caches). Returns those covered."""
+    own state: check-server sockets, run records, caches), and each file (one mounted on
+    its own from inside such a folder: ``reaching``) with ``/dev/null``. Returns those
+    covered."""
     covered = []
     for path in paths:
-        if path and os.path.isdir(path):
-            try:
+        if not path or not os.path.lexists(path):
+            continue
+        try:
+            if os.path.isdir(path):
                 _mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, b"size=4k")
-            except OSError:
+            elif os.path.isfile(path):
+                _mount(b"/dev/null", path, None, _MS_BIND)
+            else:
                 continue
-            covered.append(path)
+        except OSError:
+            continue
+        covered.append(path)
     return covered
+
+
+def _mount_table() -> list[tuple[str, str, str]]:
+    """``/proc/self/mountinfo`` as (device, root of the mount within its filesystem, mount
+    point), in the kernel's order: a mount stacked on another comes after it."""
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    table = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            table.append((fields[2], _unescape(fields[3]), _unescape(fields[4])))
+    return table
+
+
+def reaching(paths: list[str]) -> list[str]:
+    """Every other path of this mount namespace to the files of ``paths`` (folders or files):
+    a mount of the same filesystem whose root is one of them, a folder above one (a volume
+    mounted twice, a home bound again under ``/srv``: the folder is there too, at the same
+    place below the mount), or a folder or file inside one (then the whole mount point).
+    A folder mounted inside one of ``paths`` is followed the same way (its files are inside
+    too), and so are the paths found. A path is kept when it leads to the same inode, or
+    when that cannot be told (covering too much hides only what is the parent's anyway);
+    never one that shows something else there (a mount stacked on it)."""
+    known = {os.path.realpath(p) for p in paths if p and os.path.lexists(p)}
+    if not known:
+        return []
+    table = _mount_table()
+    by_device: dict[str, list[tuple[str, str]]] = {}
+    for device, root, point in table:
+        by_device.setdefault(device, []).append((root, point))
+    points = sorted({point.rstrip("/") + "/" for _, _, point in table})
+    queue = sorted(known)
+    followed: set[tuple[str, str]] = set()
+    found: list[str] = []
+    while queue:
+        path = queue.pop(0)
+        for device, inner, origin in _sources(path, table):
+            if (device, inner) in followed:  # the same files, seen from another path
+                continue
+            followed.add((device, inner))
+            for root, point in by_device.get(device, ()):
+                if _within(inner, root):  # the mount shows the folder below its point
+                    alias = os.path.normpath(os.path.join(point, os.path.relpath(inner, root)))
+                    twin = origin
+                elif _within(root, inner):  # the mount shows part of it, at its point
+                    alias = point
+                    twin = os.path.normpath(os.path.join(origin, os.path.relpath(root, inner)))
+                else:
+                    continue
+                if _under(alias, known) or not _same_file(alias, twin):
+                    continue
+                known.add(alias)
+                found.append(alias)
+                if _mounts_inside(alias, points):  # what is mounted in it there is too
+                    queue.append(alias)
+    return found
+
+
+def _mounts_inside(path: str, points: list[str]) -> bool:
+    """Whether a mount point lies strictly inside ``path`` (``points``: sorted, each
+    ending in ``/``)."""
+    prefix = path.rstrip("/") + "/"
+    i = bisect.bisect_right(points, prefix)
+    return i < len(points) and points[i].startswith(prefix)
+
+
+def _under(path: str, folders: set[str]) -> bool:
+    """Whether ``path`` is one of ``folders`` or lies inside one (normalized paths)."""
+    while True:
+        if path in folders:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
+def _sources(path: str, table: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Where ``path``'s files live: (device, path within that filesystem, the path it is
+    seen at here) for the mount that shows ``path`` and for each mount inside it."""
+    holder = None
+    for entry in table:  # the deepest mount point above it; of a stack, the last mounted
+        if _within(path, entry[2]) and (holder is None or len(entry[2]) >= len(holder[2])):
+            holder = entry
+    found = []
+    if holder is not None:
+        device, root, point = holder
+        inner = os.path.normpath(os.path.join(root, os.path.relpath(path, point)))
+        found.append((device, inner, path))
+    for device, root, point in table:
+        if point != path and _within(point, path):
+            found.append((device, root, point))
+    return found
+
+
+def _same_file(alias: str, twin: str) -> bool:
+    """Whether ``alias`` leads to ``twin``'s inode; True when ``twin`` cannot be looked at
+    (a mount stacked on it), False when ``alias`` cannot (nothing reachable there)."""
+    try:
+        seen = os.stat(alias)
+    except OSError:
+        return False
+    try:
+        mine = os.stat(twin)
+    except OSError:
+        return True
+    return (seen.st_dev, seen.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def read_only_world(writable: list[str], proc: bool = False) -> None:
@@ -281,7 +307,7 @@ def read_only_world(writable: list[str], proc: bool = False) -> None:
         for path in own:
             _setattr(path, 0, _MOUNT_ATTR_RDONLY, recursive=False)
     except OSError as exc:
-        if exc.errno not in (_ENOSYS, _EINVAL):
+        if exc.errno not in (errno.ENOSYS, errno.EINVAL):
             raise
         _remount_each(own)  # a kernel without mount_setattr (before 5.12, gVisor)
 
@@ -327,7 +353,7 @@ def _unescape(text: str) -> str:
 def loopback_up() -> None:
     """Bring ``lo`` up in a fresh network namespace (``SIOCSIFFLAGS``); needs
     ``CAP_NET_ADMIN`` there, which the launcher holds right after ``unshare``."""
-    libc = _libc()
+    libc = seccomp.libc()
     fd = libc.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM
     if fd < 0:
         code = ctypes.get_errno()
@@ -354,22 +380,31 @@ _LL_SCOPE_ABSTRACT_UNIX, _LL_SCOPE_SIGNAL = 1, 2
 def landlock_abi() -> int:
     """The kernel's landlock ABI version; 0 where there is none."""
     try:
-        return _syscall("landlock_create_ruleset", None, ctypes.c_size_t(0), ctypes.c_uint(1))
+        return seccomp.syscall(
+            "landlock_create_ruleset", None, ctypes.c_size_t(0), ctypes.c_uint(1)
+        )
     except OSError:
         return 0
 
 
 def landlock(
-    writable: list[str], devices: list[str], hidden: list[str] | None = None
+    writable: list[str],
+    devices: list[str],
+    hidden: list[str] | None = None,
+    needs: list[str] | None = None,
 ) -> dict[str, object]:
     """Writes only beneath ``writable`` and to ``devices``; with ABI 4 no TCP, with ABI 6
     no abstract Unix socket or signal outside the domain; with ``hidden`` (where no mount
-    namespace can cover them) no file beneath those folders readable. Returns what it put
-    in force (``{"abi": 0}`` where the kernel has no landlock)."""
+    namespace can cover them) no file beneath those folders readable, nor through any
+    other mount of them (``reaching``); ``needs``: what the worker reads beside them (its
+    interpreter, packages, harness, problem), granted by name in a folder too wide to
+    grant whole (``_read_rules``). Returns what it put in force (``{"abi": 0}`` where the
+    kernel has no landlock), with the folders narrowed so."""
     abi = landlock_abi()
     if abi < 1:
         return {"abi": 0}
-    reads = _read_rules(hidden or [])
+    unread = [*(hidden or []), *reaching(hidden or [])]
+    reads, narrowed = _read_rules(unread, needs or [])
     handled = _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE
     if reads:
         handled |= _LL_READ_FILE | _LL_READ_DIR
@@ -381,7 +416,9 @@ def landlock(
     scoped = _LL_SCOPE_ABSTRACT_UNIX | _LL_SCOPE_SIGNAL if abi >= 6 else 0
     attr = struct.pack("QQQ", handled, net, scoped)[: 24 if abi >= 6 else 16 if abi >= 4 else 8]
     buf = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = _syscall("landlock_create_ruleset", buf, ctypes.c_size_t(len(attr)), ctypes.c_uint(0))
+    ruleset = seccomp.syscall(
+        "landlock_create_ruleset", buf, ctypes.c_size_t(len(attr)), ctypes.c_uint(0)
+    )
     try:
         for path in writable:
             _beneath(ruleset, path, handled)
@@ -396,35 +433,28 @@ def landlock(
         # starts, and cudaGetDeviceCount fails with error 304 without it (seen on the
         # H200); "self" resolves to this process's folder when the rule is made
         _beneath(ruleset, "/proc/self", file_rights)
-        _syscall("landlock_restrict_self", ctypes.c_int(ruleset), ctypes.c_uint(0))
+        seccomp.syscall("landlock_restrict_self", ctypes.c_int(ruleset), ctypes.c_uint(0))
     finally:
         os.close(ruleset)
     done: dict[str, object] = {"abi": abi, "tcp": bool(net), "scoped": bool(scoped)}
     if reads:
-        done["unreadable"] = sorted(_existing_dirs(hidden or []))
+        done["unreadable"] = sorted(_existing(unread))
+        done["narrowed"] = narrowed
     return done
 
 
-# a folder tree wider than this (a home folder of thousands of entries on the way to a
-# hidden folder) is not worth one rule per entry: the walls then say nothing is hidden
+# read rules past this many entries of the folders on the way to a hidden folder (a home
+# or a /tmp of tens of thousands) cost more than they are worth at every worker start: a
+# folder past it is narrowed to its listing and the entries the worker needs
 _MAX_READ_RULES = 20000
 
 
-def _existing_dirs(paths: list[str]) -> set[str]:
-    return {os.path.realpath(p) for p in paths if p and os.path.isdir(p)}
+def _existing(paths: list[str]) -> set[str]:
+    return {os.path.realpath(p) for p in paths if p and os.path.lexists(p)}
 
 
-def _read_rules(hidden: list[str]) -> dict[str, int]:
-    """Landlock grants, never denies: to keep ``hidden`` folders unread, every entry of
-    every folder on the way from ``/`` to one of them is granted reading (files) or
-    reading beneath (folders), except the folders on the way, which may only be listed
-    (an import scans the folders on ``sys.path``), and the hidden ones, which inherit
-    only that listing. A link is granted as what it resolves to (never a way in), the
-    worker's own folders by the caller. Empty when nothing is to be hidden or the tree is
-    too wide."""
-    targets = _existing_dirs(hidden)
-    if not targets:
-        return {}
+def _on_way(targets: set[str]) -> set[str]:
+    """Every folder from ``/`` down to each of ``targets``, the targets included."""
     on_way: set[str] = set()
     for target in targets:
         path = target
@@ -433,21 +463,67 @@ def _read_rules(hidden: list[str]) -> dict[str, int]:
             if path == "/":
                 break
             path = os.path.dirname(path)
-    rules: dict[str, int] = {"/": _LL_READ_DIR}
-    for folder in sorted(on_way - targets):
-        rules.setdefault(folder, _LL_READ_DIR)
+    return on_way
+
+
+def _listings(folders: set[str], needs: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The entries to grant in each of ``folders`` (outermost first): all of them while
+    the entries listed stay within ``_MAX_READ_RULES``; past it, only the first name on the
+    way to each of ``needs`` inside the folder (the folder then ``narrowed``). A need that
+    is the folder or holds it is granted nothing by this (fail closed: only its listing)."""
+    listings: dict[str, list[str]] = {}
+    narrowed: list[str] = []
+    listed = 0
+    for folder in sorted(folders):
         try:
             names = os.listdir(folder)
         except OSError:
+            listings[folder] = []
             continue
+        if listed + len(names) > _MAX_READ_RULES:
+            narrowed.append(folder)
+            inside = [
+                os.path.relpath(n, folder) for n in needs if n != folder and _within(n, folder)
+            ]
+            names = sorted({n.split("/", 1)[0] for n in inside})
+        else:
+            listed += len(names)
+        listings[folder] = names
+    return listings, narrowed
+
+
+def narrowed_folders(hidden: list[str]) -> list[str]:
+    """The folders ``landlock`` narrows to what a worker needs, for ``hidden`` (and every
+    other mount of them): the parent says so in the verdict."""
+    targets = _existing([*hidden, *reaching(hidden)])
+    return _listings(_on_way(targets) - targets, [])[1] if targets else []
+
+
+def _read_rules(hidden: list[str], needs: list[str]) -> tuple[dict[str, int], list[str]]:
+    """Landlock grants, never denies: to keep ``hidden`` folders unread, every entry of
+    every folder on the way from ``/`` to one of them is granted reading (files) or
+    reading beneath (folders), except the folders on the way, which may only be listed
+    (an import scans the folders on ``sys.path``), and the hidden ones, which inherit
+    only that listing. A link is granted as what it resolves to (never a way in), the
+    worker's own folders by the caller. A folder too wide (``_listings``) has only the
+    entries on the way to ``needs`` granted: it is returned among the narrowed. Empty when
+    nothing is to be hidden; never a grant of a hidden folder."""
+    targets = _existing(hidden)
+    if not targets:
+        return {}, []
+    on_way = _on_way(targets)
+    listings, narrowed = _listings(on_way - targets, [os.path.realpath(n) for n in needs])
+    rules: dict[str, int] = {"/": _LL_READ_DIR}
+    for folder, names in listings.items():
+        rules.setdefault(folder, _LL_READ_DIR)
         for name in names:
             real = os.path.realpath(os.path.join(folder, name))
-            if real in on_way or any(_within(real, t) for t in targets):
+            if real in on_way or _under(real, targets):
+                continue
+            if not os.path.lexists(real):
                 continue
             rules[real] = _LL_READ_FILE | _LL_READ_DIR if os.path.isdir(real) else _LL_READ_FILE
-            if len(rules) > _MAX_READ_RULES:
-                return {}
-    return rules
+    return rules, narrowed
 
 
 def _within(path: str, folder: str) -> bool:
@@ -461,143 +537,8 @@ def _beneath(ruleset: int, path: str, rights: int) -> None:
         return
     try:
         rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, fd), 12)
-        _syscall(
+        seccomp.syscall(
             "landlock_add_rule", ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint(0)
         )
     finally:
         os.close(fd)
-
-
-# -- seccomp (every mode) --------------------------------------------------------------------
-
-_LD_ABS, _JEQ, _JGE, _JSET, _AND, _RET = 0x20, 0x15, 0x35, 0x45, 0x54, 0x06
-_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-
-
-def _arg(i: int, high: bool = False) -> int:
-    return 16 + 8 * i + (4 if high else 0)
-
-
-def seccomp_program(network: bool = True, host: bool = False) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets and
-    IPC objects alone (a profiler's own processes talk to each other over them); ``host``
-    (no namespace separates the worker from the machine's processes and files) keeps
-    limits, priorities and CPU affinity to the worker's own process and refuses the file
-    modes that would open a file of the user's to every other user."""
-    nr = _NR[_ARCH]
-    code: list[tuple[str, int, object, object, int]] = []  # (op, code, jt, jf, k)
-
-    def op(c: int, k: int, jt: object = 0, jf: object = 0) -> None:
-        code.append(("op", c, jt, jf, k))
-
-    def label(name: str) -> None:
-        code.append(("label", 0, name, 0, 0))
-
-    op(_LD_ABS, 4)
-    op(_JEQ, _AUDIT_ARCH[_ARCH], 0, "enosys")
-    op(_LD_ABS, 0)
-    if _ARCH == "x86_64":
-        op(_JGE, 0x40000000, "enosys", 0)  # the x32 ABI's numbers
-    for name in DENIED:
-        op(_JEQ, nr[name], "eperm", 0)
-    op(_JEQ, nr["clone3"], "enosys", 0)  # its flags are behind a pointer: glibc falls back
-    op(_JEQ, nr["clone"], "clone", 0)
-    if network:
-        op(_JEQ, nr["socket"], "socket", 0)
-        op(_JEQ, nr["connect"], "eperm", 0)
-        op(_JEQ, nr["sendto"], "sendto", 0)
-        for name in IPC_DENIED:
-            op(_JEQ, nr[name], "eperm", 0)
-    if host:
-        for name in SELF_ONLY:
-            op(_JEQ, nr[name], "self", 0)
-        op(_JEQ, nr["prlimit64"], "prlimit", 0)
-        op(_JEQ, nr["setpriority"], "priority", 0)
-        op(_JEQ, nr["ioprio_set"], "ioprio", 0)
-        for name, index in MODE_SETTERS:
-            if name in nr:
-                op(_JEQ, nr[name], f"mode{index}", 0)
-    op(_RET, _RET_ALLOW)
-    label("clone")
-    op(_LD_ABS, _arg(0))
-    op(_JSET, _NS_FLAGS, "eperm", "allow")
-    if network:
-        label("socket")
-        op(_LD_ABS, _arg(0))
-        op(_JEQ, _AF_UNIX, 0, "eperm")
-        op(_LD_ABS, _arg(1))
-        op(_AND, 0xF)
-        op(_JEQ, _SOCK_DGRAM, "eperm", "allow")
-        label("sendto")
-        op(_LD_ABS, _arg(4))
-        op(_JEQ, 0, 0, "eperm")
-        op(_LD_ABS, _arg(4, high=True))
-        op(_JEQ, 0, "allow", "eperm")
-    if host:
-        for index in sorted({i for _, i in MODE_SETTERS}):
-            label(f"mode{index}")
-            op(_LD_ABS, _arg(index))
-            op(_JSET, _MODES_REFUSED, "eperm", 0)
-            op(_JSET, _MODE_NEEDED, "allow", "eperm")
-        label("self")  # (pid, ...): 0, this process
-        op(_LD_ABS, _arg(0))
-        op(_JEQ, 0, "allow", "eperm")
-        label("prlimit")  # (pid, resource, new, old): another process's only read
-        op(_LD_ABS, _arg(0))
-        op(_JEQ, 0, "allow", 0)
-        op(_LD_ABS, _arg(2))
-        op(_JEQ, 0, 0, "eperm")
-        op(_LD_ABS, _arg(2, high=True))
-        op(_JEQ, 0, "allow", "eperm")
-        label("priority")  # (which, who, prio): PRIO_PROCESS of 0 (PRIO_USER is everyone's)
-        op(_LD_ABS, _arg(0))
-        op(_JEQ, 0, 0, "eperm")
-        op(_LD_ABS, _arg(1))
-        op(_JEQ, 0, "allow", "eperm")
-        label("ioprio")  # (which, who, prio): IOPRIO_WHO_PROCESS of 0
-        op(_LD_ABS, _arg(0))
-        op(_JEQ, 1, 0, "eperm")
-        op(_LD_ABS, _arg(1))
-        op(_JEQ, 0, "allow", "eperm")
-    label("allow")
-    op(_RET, _RET_ALLOW)
-    label("eperm")
-    op(_RET, _RET_ERRNO | _EPERM)
-    label("enosys")
-    op(_RET, _RET_ERRNO | _ENOSYS)
-    where: dict[str, int] = {}
-    index = 0
-    for kind, _, target, _, _ in code:
-        if kind == "label":
-            where[str(target)] = index
-        else:
-            index += 1
-    program: list[tuple[int, int, int, int]] = []
-    for kind, c, jt, jf, k in code:
-        if kind == "label":
-            continue
-        here = len(program)
-        offsets = [where[j] - here - 1 if isinstance(j, str) else int(j) for j in (jt, jf)]  # type: ignore[call-overload]
-        if not all(0 <= o <= 255 for o in offsets):  # a BPF jump is one byte
-            raise ValueError(f"seccomp filter too long: jump of {offsets} at {here}")
-        program.append((c, offsets[0], offsets[1], k))
-    return program
-
-
-def seccomp_supported() -> bool:
-    return _ARCH in _NR
-
-
-def seccomp(network: bool = True, host: bool = False) -> bool:
-    """Install the filter on this process (and every thread: ``TSYNC``); False where
-    this architecture has no table here. Needs ``no_new_privs`` first."""
-    if _ARCH not in _NR:
-        return False
-    program = seccomp_program(network, host)
-    raw = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in program)
-    filt = ctypes.create_string_buffer(raw, len(raw))
-    prog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(filt))
-    prog_buf = ctypes.create_string_buffer(prog, len(prog))
-    # SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC
-    _syscall("seccomp", ctypes.c_uint(1), ctypes.c_uint(1), prog_buf)
-    return True

@@ -285,6 +285,7 @@ def _become_worker(
         writable=walls.get("writable"),
         hidden=list(walls.get("hidden") or []),
         walls_on=list(walls.get("on", sandbox.ALL_WALLS)),
+        needs=list(walls.get("needs") or []),
     )
     _reset_process(template, request, workdir)
     _seed_worker(template.backend)

@@ -220,10 +220,10 @@ def test_each_room_reaches_nothing_behind_its_walls() -> None:
 
 def test_the_launcher_imports_nothing_of_the_harness() -> None:
     """``process/sandbox.py`` is run by path (``python -I -S .../sandbox.py``) and loads
-    ``walls.py``, ``lifetime.py`` and ``namespaces.py`` by path from its own folder: at
-    module level each imports only the standard library (the harness's imports live
-    inside the parent's functions, the siblings' in a fallback)."""
-    for name in ("sandbox.py", "walls.py", "lifetime.py", "namespaces.py"):
+    ``seccomp.py``, ``walls.py``, ``lifetime.py`` and ``namespaces.py`` by path from its
+    own folder: at module level each imports only the standard library (the harness's
+    imports live inside the parent's functions, the siblings' in a fallback)."""
+    for name in ("sandbox.py", "seccomp.py", "walls.py", "lifetime.py", "namespaces.py"):
         tree = ast.parse((HARNESS / "process" / name).read_text())
         top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         relative = [ast.unparse(n) for n in top if isinstance(n, ast.ImportFrom) and n.level]

@@ -713,3 +713,204 @@ def test_orphans_that_ended_hold_no_place_under_the_process_cap(mode: str) -> No
         mode, [sys.executable, "-I", "-c", _ORPHANS, str(lifetime.task_cap() + 100)]
     )
     assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr
+
+
+_TIMES = r"""
+import errno, os, shutil, sys
+own = os.path.join(os.getcwd(), "own.txt")  # its own file, in the one folder it may write
+with open(own, "w") as fh:
+    fh.write("mine")
+for where, path in (("outside", sys.argv[1]), ("own", own)):
+    before = os.stat(path).st_mtime_ns
+    back = before - 86400 * 10**9
+    fd = os.open(path, os.O_RDONLY)
+    for name, call in (
+        ("utimensat", lambda: os.utime(path, ns=(back, back))),
+        ("utimensat-nofollow", lambda: os.utime(path, ns=(back, back), follow_symlinks=False)),
+        ("futimens-read-only", lambda: os.utime(fd, ns=(back, back))),
+        ("now", lambda: os.utime(path)),
+    ):
+        try:
+            call()
+            result = "ok"
+        except OSError as exc:
+            result = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        moved = os.stat(path).st_mtime_ns != before
+        print(where, name, result, "moved" if moved else "kept")
+shutil.copy2(own, own + ".copy")
+shutil.copytree(os.getcwd(), os.path.join(os.getcwd(), "tree"), ignore=lambda d, n: ["tree"])
+print("copied", open(own + ".copy").read())
+"""
+
+
+def test_a_worker_sets_no_time_on_the_users_files_and_still_copies_its_own(
+    mode: str, tmp_path: Path
+) -> None:
+    """No landlock right covers a file's times and an owner needs no capability: without
+    a mount namespace a worker could set any file of the user's back (a staleness check
+    keyed on mtimes fooled). In ``none`` mode the seccomp filter skips every call that sets
+    times (success, nothing changed: ``shutil.copy2`` copies on); with a read-only world
+    the file system refuses them outside its folder."""
+    outside = tmp_path / "users-file.txt"
+    outside.write_text("the user's file\n")
+    os.utime(outside, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    before = os.stat(outside)
+    done = _sandbox_run(mode, [sys.executable, "-I", "-c", _TIMES, str(outside)], (tmp_path,))
+    assert done.returncode == 0, done.stderr
+    tried = [ln for ln in done.stdout.splitlines() if ln.startswith("outside ")]
+    assert len(tried) == 4, (done.stdout, done.stderr)
+    assert all(ln.endswith(" kept") for ln in tried), tried
+    assert "copied mine" in done.stdout
+    after = os.stat(outside)
+    assert (after.st_atime_ns, after.st_mtime_ns) == (before.st_atime_ns, before.st_mtime_ns)
+
+
+_SERVE = r"""
+import errno, os, socket
+def attempt(name, call):
+    try:
+        call()
+        print(name, "ok")
+    except OSError as exc:
+        print(name, errno.errorcode.get(exc.errno or 0, str(exc.errno)))
+unix = lambda kind=socket.SOCK_STREAM: socket.socket(socket.AF_UNIX, kind)
+attempt("bind-abstract", lambda: unix().bind("\0ctxkernel-wall-test-squat"))
+attempt("bind-path", lambda: unix().bind(os.path.join(os.getcwd(), "srv")))
+attempt("listen", lambda: unix().listen(1))
+attempt("datagram-pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt("stream-pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+"""
+
+
+def test_a_worker_serves_no_unix_socket(mode: str) -> None:
+    """Without a network namespace a worker could take an abstract name (or a path) that
+    another program of the user expects to own, and listen there: ``bind`` and ``listen``
+    are refused in every mode, and so is a datagram socket pair (whose ``sendmsg`` reaches
+    any named socket); a stream pair, talking only to itself, stays allowed."""
+    done = _sandbox_run(mode, [sys.executable, "-I", "-c", _SERVE])
+    assert done.returncode == 0, done.stderr
+    results = dict(ln.split(" ", 1) for ln in done.stdout.splitlines())
+    assert results == {
+        "bind-abstract": "EPERM",
+        "bind-path": "EPERM",
+        "listen": "EPERM",
+        "datagram-pair": "EPERM",
+        "stream-pair": "ok",
+    }, done.stdout
+
+
+_FILTER_THEN_EXEC = r"""
+import ctypes, importlib.util, os, sys
+path, abi, host = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "host"
+spec = importlib.util.spec_from_file_location("seccomp", path)
+seccomp = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seccomp)
+ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+seccomp.install(network=True, host=host, abi=abi)  # for this PID, which the exec keeps
+numbers = ",".join(f"{k}={v}" for k, v in seccomp._NR[seccomp._ARCH].items())
+os.execv(sys.executable, [sys.executable, "-I", "-c", sys.argv[4], sys.argv[5], numbers])
+"""
+
+_SIGNALS = r"""
+import ctypes, errno, fcntl, json, os, signal, socket, struct, sys, threading
+neighbour = int(sys.argv[1])
+nr = {k: int(v) for k, v in (item.split("=") for item in sys.argv[2].split(","))}
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+info = (ctypes.c_int * 32)(0, 0, -1)  # siginfo with si_code SI_QUEUE, as sigqueue() sends
+got, out = [], {}
+signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+def attempt(name, call):
+    try:
+        rc = call()
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        return
+    failed = isinstance(rc, int) and rc < 0
+    out[name] = errno.errorcode.get(ctypes.get_errno(), "?") if failed else "ok"
+def from_child():
+    child = os.fork()
+    if child == 0:
+        try:
+            os.kill(os.getppid(), signal.SIGUSR1)
+            os._exit(0)
+        except OSError as exc:
+            os._exit(exc.errno or 1)
+    status = os.waitpid(child, 0)[1]
+    if os.waitstatus_to_exitcode(status):
+        raise OSError(os.waitstatus_to_exitcode(status), "from the child")
+main = threading.get_ident()
+me = os.getpid()
+r, w = os.pipe()
+a, b = socket.socketpair()
+attempt("kill-itself", lambda: os.kill(me, signal.SIGUSR1))
+attempt("raise", lambda: signal.raise_signal(signal.SIGUSR1))
+attempt("pthread_kill-itself", lambda: signal.pthread_kill(main, signal.SIGUSR1))
+thread = threading.Thread(target=attempt, args=("thread-to-main", lambda: signal.pthread_kill(main, signal.SIGUSR1)))
+thread.start(); thread.join()
+attempt("sigqueue-itself", lambda: libc.syscall(nr["rt_sigqueueinfo"], me, signal.SIGUSR1, info))
+attempt("child-to-worker", from_child)
+attempt("F_SETOWN-itself", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, me))
+attempt("F_SETOWN-none", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, 0))
+# signal 0: the door is tried, never the harm
+attempt("kill", lambda: os.kill(neighbour, 0))
+attempt("kill-group", lambda: os.kill(0, 0))
+attempt("kill-every", lambda: os.kill(-1, 0))
+attempt("kill-its-group", lambda: os.kill(-os.getpgid(neighbour), 0))
+attempt("tkill", lambda: libc.syscall(nr["tkill"], neighbour, 0))
+attempt("tgkill", lambda: libc.syscall(nr["tgkill"], neighbour, neighbour, 0))
+attempt("sigqueue", lambda: libc.syscall(nr["rt_sigqueueinfo"], neighbour, 0, info))
+attempt("tgsigqueue", lambda: libc.syscall(nr["rt_tgsigqueueinfo"], neighbour, neighbour, 0, info))
+attempt("pidfd_open", lambda: libc.syscall(nr["pidfd_open"], neighbour, 0))
+proc = os.open(f"/proc/{neighbour}", os.O_RDONLY | os.O_DIRECTORY)  # a pidfd too
+attempt("pidfd_send_signal", lambda: libc.syscall(nr["pidfd_send_signal"], proc, 0, None, 0))
+attempt("F_SETOWN", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, neighbour))
+attempt("F_SETOWN_EX", lambda: fcntl.fcntl(r, 15, struct.pack("ii", 1, neighbour)))
+attempt("FIOSETOWN", lambda: fcntl.ioctl(a.fileno(), 0x8901, struct.pack("i", neighbour)))
+attempt("SIOCSPGRP", lambda: fcntl.ioctl(a.fileno(), 0x8902, struct.pack("i", neighbour)))
+print(json.dumps({"signals_received": len(got), **out}))
+"""
+_OWN_SIGNALS = (
+    "kill-itself", "raise", "pthread_kill-itself", "thread-to-main", "sigqueue-itself",
+    "child-to-worker", "F_SETOWN-itself", "F_SETOWN-none",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("abi", "host", "refused"),
+    [(5, True, True), (6, True, False), (5, False, False)],
+    ids=["none-mode-landlock-5", "none-mode-landlock-6", "namespace-landlock-5"],
+)
+def test_where_landlock_scopes_no_signal_a_none_mode_worker_signals_only_itself(
+    abi: int, host: bool, refused: bool
+) -> None:
+    """Landlock scopes signals only from its ABI 6 (Linux 6.12): before it, a worker
+    without a PID namespace could kill or stop the check and every process of the user.
+    The filter, built for the landlock ABI the worker holds, then lets a signal go to the
+    worker's own process only (the PID it had when the filter went on, which the exec
+    keeps): no group, no pidfd, no other file owner. Here the filter is built as for ABI 5
+    in a process without landlock, beside a neighbour of the same user; with ABI 6, or
+    a PID namespace (not ``host``), the filter leaves signals alone."""
+    from harness.process import seccomp
+
+    if not seccomp.supported():
+        pytest.skip("no seccomp table for this architecture")
+    neighbour = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-c", _FILTER_THEN_EXEC, str(REPO / "harness/process/seccomp.py"),
+             str(abi), "host" if host else "namespace", _SIGNALS, str(neighbour.pid)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert neighbour.poll() is None
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert out.pop("signals_received") == 6, out
+    assert {name: out.pop(name) for name in _OWN_SIGNALS} == dict.fromkeys(_OWN_SIGNALS, "ok")
+    if refused:
+        assert out == dict.fromkeys(out, "EPERM"), out
+    else:
+        assert out["kill"] == out["tgkill"] == out["pidfd_send_signal"] == "ok", out
