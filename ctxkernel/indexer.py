@@ -32,6 +32,7 @@ from harness import envvars
 from . import chunkers
 from .chunkers.coalesce import coalesce
 from .corpus import Chunk, Corpus, arch_tags, language_for
+from .corpuscache import CorpusCache, FileEntry
 from .embedders.cache import EmbeddingCache
 from .embedders.embed import Embedder, reuse_key
 from .errors import UserError
@@ -39,7 +40,7 @@ from .lexical import ChunkTerms, terms_of
 from .links.refresh import refresh as refresh_links
 from .progress import Progress
 from .sources import Snapshot, Source, SourceFile, iter_wanted
-from .store import STORE_FORMAT, CorpusCache, CorpusRecord, FileEntry, Store, new_generation
+from .store import STORE_FORMAT, CorpusRecord, Store, new_generation
 
 if TYPE_CHECKING:
     import numpy as np

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .store import CorpusCache
+    from .corpuscache import CorpusCache
 
 _SEGMENT = re.compile(r"[/\\\s.,:;()\[\]{}'\"`?!<>|]+")
 _PART = re.compile(r"[_\-+=*&#@]+")

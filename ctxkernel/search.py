@@ -15,9 +15,10 @@ from typing import Any
 
 from . import errortext, hubs, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
+from .corpuscache import CorpusCache
 from .embedders.embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
-from .store import STORE_FORMAT, CorpusCache, Store
+from .store import STORE_FORMAT, Store
 from .tokenize import identifiers, tokenize
 
 MODES = ("hybrid", "lexical", "dense")

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .corpus import Chunk
-from .store import CorpusCache
+from .corpuscache import CorpusCache
 
 # Module aliases people and agents write, and path fragments of the modules they name.
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -34,7 +34,7 @@ from .mentions import _CODE, _EXAMPLE_KINDS
 from .table import ARTIFACT_VERSION, LINKS_FILE, _insert, build
 
 if TYPE_CHECKING:
-    from ..store import CorpusCache
+    from ..corpuscache import CorpusCache
 
 
 def refresh(cache: CorpusCache, changed: Iterable[str] | None) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .make import _ROW_COLUMNS, _Links, _make
 
 if TYPE_CHECKING:
-    from ..store import CorpusCache
+    from ..corpuscache import CorpusCache
 
 LINKS_FILE = "links.sqlite"
 # the layout of the artifact's tables: another is built again before it is updated

@@ -61,8 +61,8 @@ def test_shared_idf_scores_equal_one_index_over_both_corpora(tmp_path: Path) -> 
     """Merged by score with one IDF, two corpora rank as one index over both would
     (documents of one length, so BM25's length part is the same in every index)."""
     from ctxkernel.corpus import Chunk
+    from ctxkernel.corpuscache import CorpusCache, FileEntry
     from ctxkernel.lexical import shared_idf_weights
-    from ctxkernel.store import CorpusCache, FileEntry
 
     big = ["tile copy layout pad pad pad pad"] * 30 + ["tile pad pad pad pad pad pad"] * 10
     big += ["make tiled copy atom thr val layout"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctxkernel import Workspace
-from ctxkernel.store import CorpusCache
+from ctxkernel.corpuscache import CorpusCache
 
 from .conftest import Repo
 

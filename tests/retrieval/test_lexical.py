@@ -13,8 +13,8 @@ import pytest
 
 from ctxkernel import lexical as lexical_module
 from ctxkernel.corpus import Chunk
+from ctxkernel.corpuscache import CorpusCache, FileEntry
 from ctxkernel.lexical import BM25_PARAMS, head_text, path_text
-from ctxkernel.store import CorpusCache, FileEntry
 from ctxkernel.tokenize import tokenize
 
 FILES = {
