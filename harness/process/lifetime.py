@@ -1,7 +1,8 @@
 """The lifetime and size of a worker's tree: the subreaper that takes its orphans (``none``
 mode), the sweep that kills what is left, and the cap on its processes and threads (every
 mode): how many it may hold (``task_cap``), the kernel limits that refuse the fork past it
-where the kernel keeps one (a PID namespace's ``pid_max``, RLIMIT_NPROC), and the count
+where the kernel keeps one (a PID namespace's ``pid_max``, RLIMIT_NPROC, a pids cgroup's
+``pids.max`` in ``none`` mode where one is writable), and the count
 the launcher keeps meanwhile (``watch``), ending the whole tree past the cap."""
 
 from __future__ import annotations
@@ -169,6 +170,108 @@ def cap_nproc(cap: int, host: bool) -> int:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
     return limit
+
+
+# -- a pids cgroup (none mode, where one is writable: root, a delegated subtree) -----------
+
+CGROUP_PREFIX = "ctxkernel-worker-"  # then the launcher's PID
+
+
+def pids_cgroup_base() -> str | None:
+    """Where this process may make a child cgroup whose ``pids.max`` caps a tree: its own
+    cgroup of the unified hierarchy (v2) where ``pids`` is on for its children, else its
+    cgroup of the v1 ``pids`` hierarchy; None where neither is there and writable (the
+    kernel counts and refuses the fork past ``pids.max``, root included)."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+        with open("/proc/self/mountinfo") as fh:
+            mounts = fh.read().splitlines()
+    except OSError:
+        return None
+    v2 = v1 = ""
+    for line in mounts:  # (..., mount point, ...) - fstype source options
+        head, _, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if len(fields) > 4 and len(rest) > 2:
+            if rest[0] == "cgroup2":
+                v2 = v2 or fields[4]
+            elif rest[0] == "cgroup" and "pids" in rest[2].split(","):
+                v1 = v1 or fields[4]
+    found: list[str] = []
+    for line in lines:  # hierarchy:controllers:path
+        hierarchy, _, named = line.partition(":")
+        controllers, _, path = named.partition(":")
+        if hierarchy == "0" and not controllers and v2:
+            base = os.path.normpath(os.path.join(v2, path.lstrip("/")))
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control")) as fh:
+                    if "pids" in fh.read().split():
+                        found.insert(0, base)
+            except OSError:
+                continue
+        elif "pids" in controllers.split(",") and v1:
+            found.append(os.path.normpath(os.path.join(v1, path.lstrip("/"))))
+    return next((b for b in found if os.path.isdir(b) and os.access(b, os.W_OK)), None)
+
+
+def make_pids_cgroup(limit: int) -> str | None:
+    """A child cgroup (``pids_cgroup_base``) for this launcher's worker, holding at most
+    ``limit`` tasks; those a launcher that died left empty are removed first. None where
+    none can be made (the launcher's count alone then)."""
+    base = pids_cgroup_base()
+    if base is None:
+        return None
+    _sweep_cgroups(base)
+    path = os.path.join(base, f"{CGROUP_PREFIX}{os.getpid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "pids.max"), "w") as fh:
+            fh.write(str(limit))
+    except OSError:
+        remove_cgroup(path, 0.0)
+        return None
+    return path
+
+
+def join_cgroup(path: str) -> None:
+    """Move this process (and what it will fork) into the cgroup at ``path``."""
+    with open(os.path.join(path, "cgroup.procs"), "w") as fh:
+        fh.write(str(os.getpid()))
+
+
+def remove_cgroup(path: str, within_s: float = 2.0) -> bool:
+    """Remove the cgroup at ``path`` once its last task is gone (the kernel refuses while one
+    is there: each reaped a moment after its kill)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def _sweep_cgroups(base: str) -> None:
+    """Remove the workers' cgroups in ``base`` whose launcher is gone (a killed check)."""
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(CGROUP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        try:
+            os.kill(int(name[len(CGROUP_PREFIX) :]), 0)
+            continue  # its launcher runs
+        except ProcessLookupError:
+            remove_cgroup(os.path.join(base, name), 0.0)  # refused while a task is left in it
+        except (OSError, ValueError):
+            continue
 
 
 def _threads(pid: int | str) -> int:

@@ -103,9 +103,10 @@ class LocalSession:
             "writable": str(workdir),
             "hidden": sandbox.parent_folders([workdir, *keep_paths]),
             "on": list(self.isolation.walls),
-            # where landlock hides the parent's folders: what it grants by name in a folder
-            # too wide to grant whole (a crowded /tmp, a home of many thousand entries)
-            "needs": needs if keep is None else [],
+            # where landlock hides the parent's folders (no mount namespace, or a cover
+            # refused): what it grants by name in a folder too wide to grant whole (a
+            # crowded /tmp, a home of many thousand entries)
+            "needs": needs,
         }
         self.started_by = "spawned"
         self.warm_note = ""

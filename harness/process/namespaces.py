@@ -76,14 +76,7 @@ DROPPED_CAPS = {
     "CAP_CHECKPOINT_RESTORE": 40,
 }
 SYS_ADMIN = 21
-_libc_handle: ctypes.CDLL | None = None
-
-
-def libc() -> ctypes.CDLL:
-    global _libc_handle
-    if _libc_handle is None:
-        _libc_handle = ctypes.CDLL(None, use_errno=True)
-    return _libc_handle
+libc = seccomp.libc  # one handle of the C library for the launcher's files
 
 
 def check(result: int, what: str) -> None:
@@ -227,10 +220,12 @@ def private_tmp(keep: list[str]) -> None:
             os.close(fd)
 
 
-def probe_mode(mode: str, net: bool) -> dict[str, object]:
+def probe_mode(mode: str, net: bool, hidden: list[str] | None = None) -> dict[str, object]:
     """What ``mode`` gives here: ``{"error": ...}`` when its namespaces cannot be made (with
     a network namespace when ``net``), else which walls its worker can have: ``private``
-    temp folders, a device-only ``dev``, a read-only tree (``ro``)."""
+    temp folders, a device-only ``dev``, a read-only tree (``ro``), and which of the
+    ``hidden`` folders (the parent's) no tmpfs could cover (``uncovered``: a worker keeps
+    them unread with landlock instead)."""
     import json
 
     rd, wr = os.pipe()
@@ -253,14 +248,16 @@ def probe_mode(mode: str, net: bool) -> dict[str, object]:
                     found["error"] = "mount -t proc proc /proc: refused"
                 if "error" not in found:
                     found["pid_max"] = lifetime.cap_pid_namespace(lifetime.task_cap())
+                    covers = [*(hidden or ()), *walls.reaching(list(hidden or ()))]
                     for wall, build in (
                         ("private", lambda: private_tmp([])),
                         ("dev", walls.minimal_dev),
+                        ("uncovered", lambda: walls.hide(covers)),
                         ("ro", lambda: walls.read_only_world(["/tmp"])),
                     ):
                         try:
-                            build()
-                            found[wall] = True
+                            built = build()
+                            found[wall] = built if wall == "uncovered" else True
                         except OSError as exc:
                             found[wall] = False
                             found[f"{wall}_error"] = str(exc)
@@ -289,19 +286,21 @@ def probe_mode(mode: str, net: bool) -> dict[str, object]:
     return dict(got)
 
 
-def report_probe() -> None:
-    """Print which modes work here, with the walls each can build (``sandbox.py --probe``)."""
+def report_probe(hidden: list[str] | None = None) -> None:
+    """Print which modes work here, with the walls each can build (``sandbox.py --probe
+    [HIDDEN...]``) and the ``hidden`` folders each could not cover."""
     available: list[str] = []
     private: list[str] = []
     errors: dict[str, str] = {}
     found: dict[str, list[str]] = {}
+    uncovered: dict[str, list[str]] = {}
     for mode in ("userns", "pidns"):
         if mode == "pidns" and os.geteuid() != 0:
             errors[mode] = "needs root"
             continue
-        got = probe_mode(mode, net=True)
+        got = probe_mode(mode, net=True, hidden=hidden)
         if "error" in got:  # a machine that makes the other namespaces but not a network one
-            got = probe_mode(mode, net=False)
+            got = probe_mode(mode, net=False, hidden=hidden)
         if "error" in got:
             errors[mode] = str(got["error"])
             continue
@@ -309,6 +308,7 @@ def report_probe() -> None:
         if got.get("private"):
             private.append(mode)
         found[mode] = [w for w in ("net", "dev", "ro", "pid_max") if got.get(w)]
+        uncovered[mode] = [str(p) for p in got.get("uncovered") or []]  # type: ignore[attr-defined]
         refused = [f"{w}: {got[w + '_error']}" for w in ("dev", "ro") if f"{w}_error" in got]
         if refused:
             errors[f"{mode} walls"] = "; ".join(refused)
@@ -319,6 +319,7 @@ def report_probe() -> None:
         "errors": errors,
         "private_tmp": private,
         "walls": found,
+        "uncovered": uncovered,
         "landlock": walls.landlock_abi(),
         "seccomp": seccomp.supported(),
     }

@@ -52,6 +52,7 @@ from __future__ import annotations
 # milliseconds (no dataclasses, json, pathlib, typing or the enum-based ``signal``);
 # the parent's helpers import the rest when they are called.
 import _signal
+import errno
 import json
 import os
 import resource
@@ -60,6 +61,8 @@ from _collections_abc import Callable, Sequence  # already loaded by os: no impo
 
 try:  # imported as harness.process.sandbox
     from . import lifetime, namespaces, seccomp, walls
+    from .folders import parent_folders  # the parent's side
+    from .folders import worker_paths as worker_paths  # (for its callers)
 except ImportError:  # run by path as the launcher (``python -I -S sandbox.py``): the siblings
     import importlib.util
     from types import ModuleType
@@ -105,6 +108,7 @@ class Isolation:
         landlock: int = 0,
         seccomp: bool = False,
         walls: tuple[str, ...] = (),
+        uncovered: tuple[str, ...] = (),
     ) -> None:
         self.mode = mode
         self.available = available
@@ -119,20 +123,28 @@ class Isolation:
         found = walls if mode != "none" else ()
         self.walls = tuple(w for w in found if w in ALL_WALLS)
         self.pid_max = "pid_max" in found
+        # the parent's folders the probe could not cover with a tmpfs in this mode: a
+        # worker keeps them unread with landlock instead, or does not start
+        self.uncovered = tuple(uncovered) if self.private_tmp else ()
 
     def layers(self) -> dict[str, object]:
         """The walls a worker of this mode gets (``walls.py``), by name."""
         walled = self.private_tmp
+        ro = walled and "ro" in self.walls
+        hidden_by = "tmpfs" if walled else "landlock" if self.landlock else False
         return {
             "pid_namespace": self.namespaces,
             "network_namespace": "net" in self.walls,
-            "read_only_world": walled and "ro" in self.walls,
+            "read_only_world": ro,
             "device_only_dev": walled and "dev" in self.walls,
             "private_tmp": walled,
             # covered by an empty tmpfs, or (no mount namespace) kept unread by landlock
-            "parent_folders_hidden": "tmpfs" if walled else "landlock" if self.landlock else False,
+            "parent_folders_hidden": "tmpfs and landlock" if self.uncovered else hidden_by,
+            **({"parent_folders_uncovered": list(self.uncovered)} if self.uncovered else {}),
             "landlock": f"ABI {self.landlock}" if self.landlock else "unavailable",
             "seccomp": "on" if self.seccomp else "unavailable on this architecture",
+            # no mode or time set on the user's files: the read-only world, else seccomp
+            "users_files_kept_by": "read-only world" if ro else "seccomp",
             "subreaper": not self.namespaces,
             "process_cap": self.process_cap(),
             **self.hiding(),
@@ -154,10 +166,12 @@ class Isolation:
         launcher counts them every 10 to 100 ms and ends the tree past the cap; below that
         the kernel refuses the fork past it where it can (a PID namespace's ``pid_max``;
         RLIMIT_NPROC, which spares root, and without a user namespace counts every process
-        of the user)."""
+        of the user; in ``none`` mode, where one is writable, a pids cgroup's ``pids.max``)."""
         how = []
         if self.pid_max:
             how.append("pid_max of its PID namespace")
+        if not self.namespaces and lifetime.pids_cgroup_base() is not None:
+            how.append("pids.max of a cgroup of its own")
         if os.getuid() != 0:
             how.append("RLIMIT_NPROC" + (" over the user's tasks" if not self.namespaces else ""))
         how.append("counted by the launcher" + ("" if how else " alone (root: no kernel limit)"))
@@ -221,9 +235,13 @@ def _decide() -> Isolation:
     private = set(_private_tmp_modes)
     kernel = {"landlock": _probed.get("landlock", 0), "seccomp": _probed.get("seccomp", False)}
     found = dict(_probed.get("walls") or {})  # type: ignore[call-overload]
+    uncovered = dict(_probed.get("uncovered") or {})  # type: ignore[call-overload]
 
     def walls_of(mode: str) -> tuple[str, ...]:
         return tuple(str(w) for w in found.get(mode, ()))
+
+    def uncovered_in(mode: str) -> tuple[str, ...]:
+        return tuple(str(p) for p in uncovered.get(mode, ()))
 
     if wanted == "none":
         return Isolation("none", (), f"{ENV_MODE}=none", forced=True, **kernel)  # type: ignore[arg-type]
@@ -238,6 +256,7 @@ def _decide() -> Isolation:
             forced=True,
             private_tmp=wanted in private,
             walls=walls_of(wanted),
+            uncovered=uncovered_in(wanted),
             **kernel,  # type: ignore[arg-type]
         )
     if available:
@@ -247,6 +266,7 @@ def _decide() -> Isolation:
             available,
             private_tmp=best in private,
             walls=walls_of(best),
+            uncovered=uncovered_in(best),
             **kernel,  # type: ignore[arg-type]
         )
     why = "; ".join(f"{m}: {e}" for m, e in errors.items())
@@ -258,13 +278,14 @@ _probed: dict[str, object] = {}  # the kernel's landlock ABI and seccomp, from t
 
 
 def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
-    """Which namespace modes work here, and the error of each that does not."""
+    """Which namespace modes work here, and the error of each that does not (and which of
+    the parent's folders each could not cover)."""
     import json
     import subprocess
 
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-S", _LAUNCHER, "--probe"],
+            [sys.executable, "-I", "-S", _LAUNCHER, "--probe", *parent_folders(make=False)],
             capture_output=True,
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
@@ -277,6 +298,7 @@ def probe(timeout_s: float = 30.0) -> tuple[tuple[str, ...], dict[str, str]]:
     _private_tmp_modes[:] = [m for m in doc.get("private_tmp", []) if m in available]
     _probed["landlock"] = int(doc.get("landlock") or 0)
     _probed["walls"] = dict(doc.get("walls") or {})
+    _probed["uncovered"] = dict(doc.get("uncovered") or {})
     _probed["seccomp"] = bool(doc.get("seccomp"))
     return available, {str(k): str(v) for k, v in dict(doc.get("errors", {})).items()}
 
@@ -299,8 +321,8 @@ def command(
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
     paths bound back in; with ``writable`` (the worker's own folder) the walls of
     ``enter_worker`` go up, ``hidden`` folders covered, sockets left alone for a
-    ``profiler``; ``needs`` (``worker_paths``), where no tmpfs covers the hidden folders:
-    what landlock grants by name in a folder too wide to grant whole."""
+    ``profiler``; ``needs`` (``worker_paths``), where no tmpfs covers a hidden folder and
+    landlock keeps it unread: what it grants by name in a folder too wide to grant whole."""
     cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
     cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
     if keep_admin:
@@ -319,73 +341,9 @@ def command(
             cmd.append("--profiler")
         if tool_dir:
             cmd += ["--tool-dir", tool_dir]
-        if mode == "none" or keep_paths is None:
-            for path in needs or ():
-                cmd += ["--need", path]
+        for path in needs or ():
+            cmd += ["--need", path]
     return [*cmd, "--", *argv]
-
-
-def worker_paths(*extra: object) -> list[str]:
-    """What a worker must see under a private temp folder: ``extra`` (its check's temp
-    root, the problem), the harness, the interpreter, and this process's module paths."""
-    paths = [str(p) for p in extra if p]
-    paths.append(os.path.dirname(os.path.dirname(_LAUNCHER)))
-    paths += [sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    paths += [p for p in sys.path if p and os.path.isabs(p)]
-    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
-
-
-def parent_folders(own: Sequence[str | os.PathLike[str]] = ()) -> list[str]:
-    """The folders this process keeps for itself, out of every worker's view: run records
-    (with the agent's state), caches (check-server sockets, reference times, ceilings),
-    the user's configuration; and the temp folders of every other check, template, pool
-    or server (``ctxkernel-*``: other candidates, their logs and problems, what the run
-    records will hold), all but those holding one of the paths in ``own`` (the worker's
-    folder, its problem). A namespace mode's private temp folder hides those already."""
-    import contextlib
-
-    from ..paths import cache_dir, check_server_dir, config_dir, default_runs_dir
-
-    found = []
-    server = check_server_dir()
-    for path in (default_runs_dir(), cache_dir(), config_dir(), server):
-        # one that does not exist yet could be neither covered nor kept unread, and would
-        # then be open to the workers running when it is made (a batch's first records):
-        # it is made now, empty (the servers' own 0700, as they make it)
-        with contextlib.suppress(OSError):
-            os.makedirs(path, 0o700 if path == server else 0o777, exist_ok=True)
-        found.append(os.path.realpath(path))
-    found += _other_temp_roots([os.path.realpath(p) for p in own])
-    return list(dict.fromkeys(found))
-
-
-TEMP_PREFIX = "ctxkernel-"  # every temp folder the harness makes (cleanup.PREFIXES and more)
-
-
-def _other_temp_roots(own: list[str]) -> list[str]:
-    """The ``ctxkernel-*`` folders in the temp folder, and beside each ``ctxkernel-*``
-    folder that holds one of ``own`` (a pool's checks run inside the pool's folder), that
-    hold none of ``own``."""
-    import tempfile
-
-    places = {os.path.realpath(tempfile.gettempdir())}
-    for path in own:
-        while path not in ("/", ""):
-            parent = os.path.dirname(path)
-            if os.path.basename(path).startswith(TEMP_PREFIX):
-                places.add(parent)
-            path = parent
-    found = []
-    for place in sorted(places):
-        try:
-            entries = [e for e in os.scandir(place) if e.name.startswith(TEMP_PREFIX)]
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False) and not _holds(entry.path, own):
-                found.append(os.path.realpath(entry.path))
-    return found
 
 
 def read_pid(fd: int, timeout_s: float) -> int | None:
@@ -458,16 +416,21 @@ def enter_worker(
     """The worker's last steps before it runs. Namespace modes: private temp folders
     (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
     folders (``hidden``) covered, wherever they are mounted, the whole tree read-only but
-    ``writable`` and the private temp folders. Every mode: capabilities dropped (the
-    bounding set; the live ones too when no exec follows), no new privileges, landlock
-    (writes only beneath ``writable``; where no tmpfs covers them, nothing read of
-    ``hidden``, through any mount, nor of ``/dev`` but the device nodes; ``needs``: what
-    the worker reads in a folder too wide to grant whole), the seccomp filter (its socket
-    and IPC rules left out for a ``profiler``), default SIGPIPE/SIGXFSZ. A wall the kernel
-    refuses raises ``OSError``: the worker does not start without it."""
+    ``writable`` and the private temp folders (where ``walls_on`` lacks ``ro``: of those,
+    only ``writable`` is granted writes where they hold a path bound back). Every mode:
+    capabilities dropped (the bounding set; the live ones too when no exec follows), no
+    new privileges, landlock (writes only beneath ``writable``; where no tmpfs covers them
+    -- no mount namespace, or a cover refused -- nothing read of ``hidden``, through any
+    mount, nor, without a mount namespace, of ``/dev`` but the device nodes; ``needs``:
+    what the worker reads in a folder too wide to grant whole), the seccomp filter (its
+    socket and IPC rules left out for a ``profiler``; its file rules wherever no read-only
+    world is up, its process rules wherever no PID namespace), default SIGPIPE/SIGXFSZ. A
+    wall the kernel refuses raises ``OSError`` (a refused cover that landlock cannot
+    replace too): the worker does not start without it."""
     devices: list[str] = []
     own: list[str] = [writable] if writable else []
     covered = mode != "none" and keep_paths is not None
+    uncovered: list[str] = []  # parent folders no tmpfs could cover: landlock keeps them unread
     if mode != "none" and keep_paths is not None:
         # every other mount of the parent's folders too (a cache bound again under /mnt),
         # found before the private temp folders change the view: another check's folder
@@ -476,7 +439,27 @@ def enter_worker(
         namespaces.private_tmp(keep_paths)
         own += [p for p in namespaces.PRIVATE_TMP if os.path.isdir(p)]
         devices = walls.minimal_dev() if "dev" in walls_on else walls._device_nodes()
-        walls.hide([p for p in hidden or () if not _holds(p, [*own, *keep_paths])])
+        uncovered = walls.hide([p for p in hidden or () if not walls.holds(p, [*own, *keep_paths])])
+        if "ro" not in walls_on:
+            # no read-only world: what is bound back under a private temp folder (the
+            # problem's snapshot, the check's logs) is the user's, writable through a grant
+            # of the folder that holds it; landlock grants only the worker's folder there
+            others = [k for k in keep_paths if not (writable and walls.holds(writable, [k]))]
+            own = [p for p in own if p == writable or not walls.holds(p, others)]
+        # fail closed: landlock keeps them unread, where it can (never beneath a folder the
+        # worker may write, whose grant includes reading)
+        granted = [*own, *([tool_dir] if tool_dir and profiler else [])]
+        for path in uncovered:
+            if (
+                not writable
+                or walls.landlock_abi() < 1
+                or any(walls.holds(g, [path]) for g in granted)
+            ):
+                raise OSError(
+                    errno.EPERM,
+                    f"{path} could not be covered (mount refused) and landlock cannot keep "
+                    "it unread here",
+                )
         if "ro" in walls_on:
             walls.read_only_world([*own, *([tool_dir] if tool_dir else [])], proc=profiler)
         try:  # the working directory, resolved again: through the new (writable) mounts
@@ -497,14 +480,19 @@ def enter_worker(
         # without a mount namespace to cover the parent's folders, landlock keeps them unread,
         # and /dev but the device nodes (the raw disks under those folders, terminals,
         # another process's /dev/shm) as a namespace mode's own /dev does
-        unread = _unread(mode, own, hidden, covered)
+        unread = [*_unread(mode, own, hidden, covered), *uncovered]
         # a profiler (ncu, compute-sanitizer) runs its target as a child, whose /proc/<pid>
         # the CUDA driver writes: the profiler's layer leaves /proc writable, and the target
         # adds a layer of its own at once (``self_walls``), as strict as a plain worker's
         tool = [*own, "/proc", *([tool_dir] if tool_dir else [])]
         walls.landlock(tool if profiler else own, devices, unread, list(needs or ()))
+        # the user's files: where no read-only world is up, no mode or time set on them
+        # (landlock covers neither); other processes: where no PID namespace hides them
         seccomp.install(
-            network=not profiler, host=mode == "none" and not profiler, abi=walls.landlock_abi()
+            network=not profiler,
+            host_files=not profiler and (not covered or "ro" not in walls_on),
+            host_processes=mode == "none" and not profiler,
+            abi=walls.landlock_abi(),
         )
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
@@ -521,7 +509,7 @@ def _unread(
         covered = mode != "none"
     if covered:
         return []
-    return [p for p in [*(hidden or ()), "/dev"] if not _holds(p, own)]
+    return [p for p in [*(hidden or ()), "/dev"] if not walls.holds(p, own)]
 
 
 def self_walls_spec(
@@ -542,12 +530,6 @@ def apply_self_walls(spec: str) -> dict[str, object]:
     doc = json.loads(spec)
     own = [p for p in doc["writable"] if os.path.isdir(p)]
     return walls.landlock(own, walls._device_nodes(), list(doc["unread"]), doc.get("needs"))
-
-
-def _holds(outer: str, paths: list[str]) -> bool:
-    """Whether ``outer`` is or contains one of ``paths`` (never hide what must be seen)."""
-    real = os.path.realpath(outer).rstrip("/") + "/"
-    return any((os.path.realpath(p).rstrip("/") + "/").startswith(real) for p in paths)
 
 
 def _exec(argv: list[str]) -> None:
@@ -642,8 +624,10 @@ def run_isolated(
     init = 0
     cap = lifetime.task_cap()
     capped = False  # whether the kernel refuses the fork past the cap (else only the watch)
+    cgroup = None  # none mode: a pids cgroup of the worker's own, where one can be made
     if mode == "none":
         lifetime.become_subreaper()
+        cgroup = lifetime.make_pids_cgroup(cap + lifetime.TASKS_SLACK)
     else:
         try:
             namespaces.unshare(mode, net)
@@ -665,7 +649,7 @@ def run_isolated(
             _fail(answer.decode(errors="replace") or "the namespace's init died")
         capped = answer == b"ok capped"
     me = os.getpid()
-    capped = capped or os.getuid() != 0  # RLIMIT_NPROC, set in the worker below
+    capped = capped or os.getuid() != 0 or cgroup is not None  # RLIMIT_NPROC, pids.max
     worker = os.fork()
     if worker == 0:
         namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
@@ -675,6 +659,8 @@ def run_isolated(
         if life_w >= 0:
             os.close(life_w)
         try:
+            if cgroup is not None:
+                lifetime.join_cgroup(cgroup)
             lifetime.cap_nproc(cap, host=mode == "none")
             become_worker()
         except BaseException as exc:  # a worker that could not start says why
@@ -697,6 +683,8 @@ def run_isolated(
             os.waitpid(init, 0)
         else:
             lifetime.stop_and_kill(me)
+            if cgroup is not None:
+                lifetime.remove_cgroup(cgroup)
         _fail(
             f"process cap: the worker's processes and threads numbered {held} at once, "
             f"over the cap of {cap} (a fork bomb?); all of them were killed"
@@ -706,6 +694,8 @@ def run_isolated(
         os.waitpid(init, 0)
     else:
         lifetime.reap_all(me)
+        if cgroup is not None:
+            lifetime.remove_cgroup(cgroup)
     if on_exit is not None:
         on_exit(status)
     _exit_like(status)
@@ -745,7 +735,7 @@ def _init(life_r: int, life_w: int, ready_r: int, ready_w: int, cap: int = 0) ->
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"]:
-        namespaces.report_probe()
+        namespaces.report_probe(argv[1:])
         return 0
     try:
         split = argv.index("--")

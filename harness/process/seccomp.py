@@ -104,9 +104,10 @@ IPC_DENIED = (
 # CPUs are the worker's to change only for itself (PID 0); a reference timed in a sibling
 # worker must not be reniced, pinned or limited
 SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
-# ... and no file of theirs (no landlock right covers a mode) made setuid, setgid or
-# writable by every user, nor unreadable by its owner (a file the parent, the user and the
-# next check could no longer open): (syscall, the mode's argument)
+# where no read-only world keeps the user's files from the worker (no mount namespace, or
+# its read-only remount refused): no file made setuid, setgid or writable by every user
+# (no landlock right covers a mode), nor unreadable by its owner (a file the parent, the
+# user and the next check could no longer open): (syscall, the mode's argument)
 MODE_SETTERS = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2))
 _MODES_REFUSED = 0o6002  # S_ISUID | S_ISGID | S_IWOTH
 _MODE_NEEDED = 0o400  # S_IRUSR
@@ -168,17 +169,23 @@ def _arg(i: int, high: bool = False) -> int:
 
 
 def program(
-    network: bool = True, host: bool = False, abi: int = 0, pid: int | None = None
+    network: bool = True,
+    host_files: bool = False,
+    host_processes: bool = False,
+    abi: int = 0,
+    pid: int | None = None,
 ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets and
-    IPC objects alone (a profiler's own processes talk to each other over them); ``host``
-    (no namespace separates the worker from the machine's processes and files) keeps
-    limits, priorities and CPU affinity to the worker's own process, refuses the file
-    modes that would open a file of the user's to every other user and skips setting
-    times, and where the landlock ABI ``abi`` in force does not scope signals, keeps
-    signals to process ``pid`` (this one where None: the filter outlives an exec)."""
+    IPC objects alone (a profiler's own processes talk to each other over them);
+    ``host_files`` (no read-only world keeps the user's files from it: ``none`` mode, or
+    a namespace mode whose read-only remount was refused) refuses the file modes that
+    would open a file of the user's to every other user and skips setting times;
+    ``host_processes`` (no PID namespace separates it from the machine's processes) keeps
+    limits, priorities and CPU affinity to the worker's own process, and where the
+    landlock ABI ``abi`` in force does not scope signals, signals to process ``pid`` (this
+    one where None: the filter outlives an exec)."""
     nr = _NR[_ARCH]
-    signals = host and abi < LANDLOCK_SCOPES_SIGNALS
+    signals = host_processes and abi < LANDLOCK_SCOPES_SIGNALS
     own = os.getpid() if pid is None else pid
     code: list[tuple[str, int, object, object, int]] = []  # (op, code, jt, jf, k)
 
@@ -204,12 +211,13 @@ def program(
         op(_JEQ, nr["sendto"], "sendto", 0)
         for name in (*SERVING, *IPC_DENIED):
             op(_JEQ, nr[name], "eperm", 0)
-    if host:
+    if host_processes:
         for name in SELF_ONLY:
             op(_JEQ, nr[name], "self", 0)
         op(_JEQ, nr["prlimit64"], "prlimit", 0)
         op(_JEQ, nr["setpriority"], "priority", 0)
         op(_JEQ, nr["ioprio_set"], "ioprio", 0)
+    if host_files:
         for name, index in MODE_SETTERS:
             if name in nr:
                 op(_JEQ, nr[name], f"mode{index}", 0)
@@ -239,8 +247,10 @@ def program(
         op(_JEQ, 0, 0, "eperm")
         op(_LD_ABS, _arg(4, high=True))
         op(_JEQ, 0, "allow", "eperm")
-    if host:
-        _host_rules(op, label)
+    if host_files:
+        _mode_rules(op, label)
+    if host_processes:
+        _process_rules(op, label)
     if signals:
         # a PID is an int: the kernel reads the argument's low 32 bits, as the filter does
         label("signal")  # (pid or tgid, ...)
@@ -268,13 +278,17 @@ def program(
     return _assemble(code)
 
 
-def _host_rules(op: Callable[..., None], label: Callable[[str], None]) -> None:
-    """The ``host`` rules' arguments: modes, then limits, priorities and CPUs of others."""
+def _mode_rules(op: Callable[..., None], label: Callable[[str], None]) -> None:
+    """The ``host_files`` rules' arguments: the modes a file may be given."""
     for index in sorted({i for _, i in MODE_SETTERS}):
         label(f"mode{index}")
         op(_LD_ABS, _arg(index))
         op(_JSET, _MODES_REFUSED, "eperm", 0)
         op(_JSET, _MODE_NEEDED, "allow", "eperm")
+
+
+def _process_rules(op: Callable[..., None], label: Callable[[str], None]) -> None:
+    """The ``host_processes`` rules' arguments: limits, priorities and CPUs of others."""
     label("self")  # (pid, ...): 0, this process
     op(_LD_ABS, _arg(0))
     op(_JEQ, 0, "allow", "eperm")
@@ -322,14 +336,16 @@ def supported() -> bool:
     return _ARCH in _NR
 
 
-def install(network: bool = True, host: bool = False, abi: int = 0) -> bool:
-    """Install the filter on this process (and every thread: ``TSYNC``) for this process's
-    PID, which an exec keeps; ``abi``: the landlock ABI the worker's landlock layer holds
-    (None: this kernel's). False where this architecture has no table here. Needs
+def install(
+    network: bool = True, host_files: bool = False, host_processes: bool = False, abi: int = 0
+) -> bool:
+    """Install the filter (``program``) on this process (and every thread: ``TSYNC``) for
+    this process's PID, which an exec keeps; ``abi``: the landlock ABI the worker's
+    landlock layer holds. False where this architecture has no table here. Needs
     ``no_new_privs`` first."""
     if _ARCH not in _NR:
         return False
-    instructions = program(network, host, abi)
+    instructions = program(network, host_files, host_processes, abi)
     raw = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in instructions)
     filt = ctypes.create_string_buffer(raw, len(raw))
     prog = struct.pack("HxxxxxxQ", len(instructions), ctypes.addressof(filt))

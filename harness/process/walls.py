@@ -9,14 +9,16 @@ launcher does for it:
   the private ``/tmp``, ``/var/tmp`` and ``/dev/shm``; the folders the parent keeps for
   itself (check-server sockets, run records, agent state, caches) are covered by an
   empty read-only tmpfs, at their own path and wherever another mount shows them
-  (``reaching``: a volume mounted twice, a home bound again under ``/srv``); ``/dev`` is a tmpfs holding only the device nodes a GPU program
-  needs. The worker keeps no capability to remount (``CAP_SYS_ADMIN`` is dropped from
+  (``reaching``: a volume mounted twice, a home bound again under ``/srv``), or, where
+  the machine refuses that cover (``hide`` returns them), kept unread by landlock;
+  ``/dev`` is a tmpfs holding only the device nodes a GPU program needs. The worker keeps no capability to remount (``CAP_SYS_ADMIN`` is dropped from
   its bounding set and the seccomp filter refuses every mount call).
 - **its own network namespace** (namespace modes): loopback up, nothing listening.
 - **landlock** (every mode, where the kernel has it): writes only beneath the worker's
-  temp folders and to the device nodes it needs; in ``none`` mode, where no tmpfs can
-  cover them, no file of the parent's own folders (nor of other checks' temp folders)
-  opened, by any mount of them, and no file under ``/dev`` but those device nodes (a raw
+  temp folders and to the device nodes it needs (without the read-only world, of a
+  private temp folder holding something bound back only its own); in ``none`` mode,
+  where no tmpfs can cover them, and for a folder whose cover was refused, no file of
+  the parent's own folders (nor of other checks' temp folders) opened, by any mount of them, and no file under ``/dev`` but those device nodes (a raw
   disk, a terminal, another process's ``/dev/shm``); past a folder too wide to grant
   entry by entry only what the worker needs there is read (``_read_rules``); no TCP bind or connect; no abstract Unix socket or
   signal reaching outside its own domain; no ptrace of (nor ``/proc/<pid>/mem`` or
@@ -27,11 +29,12 @@ launcher does for it:
   no socket (nor socket pair) but a Unix stream one, no ``connect``, no ``sendto`` an
   address, no ``bind`` or ``listen`` (no name another program expects taken); no System
   V IPC or POSIX message queue (named machine-wide); no extended attribute set or removed
-  (no landlock right covers them: the user's files untagged). In ``none`` mode, where
+  (no landlock right covers them: the user's files untagged). Wherever no read-only
+  world is up (``none`` mode, or its remount refused): no file made setuid, setgid,
+  writable by every user or unreadable by its owner, no file's times set (the call
+  succeeds and changes nothing: ``shutil.copy2`` copies on). In ``none`` mode, where
   other processes have PIDs it can name: limits, priorities and CPUs set for itself
-  only, no file made setuid, setgid, writable by every user or unreadable by its owner,
-  no file's times set (the call succeeds and changes nothing: ``shutil.copy2`` copies
-  on), and where landlock does not scope signals (ABI < 6), signals sent only to its own
+  only, and where landlock does not scope signals (ABI < 6), signals sent only to its own
   process (no group, no pidfd, no file owner but itself).
 - **a subreaper** (``none`` mode, where no PID namespace ends the worker's
   descendants): the launcher adopts every orphan of the worker's tree and kills them all
@@ -42,7 +45,9 @@ launcher does for it:
   kernel refuses the fork where it can: a PID namespace's own ``pid_max`` (Linux 6.14; root
   too), RLIMIT_NPROC for a user other than root (the kernel spares root; without a user
   namespace it counts every process of the user, so it is set to what the user holds plus
-  the cap). Root in ``none`` mode (no cgroups delegated) has the count alone.
+  the cap); in ``none`` mode, where a pids cgroup is writable, ``pids.max`` of a cgroup of
+  the worker's own (``lifetime.make_pids_cgroup``; root included). Root in ``none`` mode
+  without one has the count alone.
 
 Each function returns what it put in force, so the verdict can say which layers held.
 This file is stdlib only and imports in a few milliseconds: the launcher loads it by
@@ -153,10 +158,11 @@ def hide(paths: list[str]) -> list[str]:
     """Cover each existing folder in ``paths`` with an empty read-only tmpfs (the parent's
     own state: check-server sockets, run records, caches), and each file (one mounted on
     its own from inside such a folder: ``reaching``) with ``/dev/null``. Returns those
-    covered."""
-    covered = []
+    left uncovered (a mount refused, something neither folder nor file): the caller keeps
+    them unread another way (landlock) or does not start the worker."""
+    uncovered = []
     for path in paths:
-        if not path or not os.path.lexists(path):
+        if not path or not os.path.exists(path):  # nothing there (or a dangling link)
             continue
         try:
             if os.path.isdir(path):
@@ -164,11 +170,10 @@ def hide(paths: list[str]) -> list[str]:
             elif os.path.isfile(path):
                 _mount(b"/dev/null", path, None, _MS_BIND)
             else:
-                continue
+                uncovered.append(path)
         except OSError:
-            continue
-        covered.append(path)
-    return covered
+            uncovered.append(path)
+    return [p for p in uncovered if os.path.exists(p)]  # not under another's cover since
 
 
 def _mount_table() -> list[tuple[str, str, str]]:
@@ -524,6 +529,13 @@ def _read_rules(hidden: list[str], needs: list[str]) -> tuple[dict[str, int], li
                 continue
             rules[real] = _LL_READ_FILE | _LL_READ_DIR if os.path.isdir(real) else _LL_READ_FILE
     return rules, narrowed
+
+
+def holds(outer: str, paths: list[str]) -> bool:
+    """Whether ``outer`` is or contains one of ``paths``, links resolved (never hide what
+    must be seen)."""
+    real = os.path.realpath(outer).rstrip("/") + "/"
+    return any((os.path.realpath(p).rstrip("/") + "/").startswith(real) for p in paths)
 
 
 def _within(path: str, folder: str) -> bool:

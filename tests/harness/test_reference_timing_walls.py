@@ -36,6 +36,7 @@ from harness.process import freeze, lifetime, sandbox
 CHEAT = Path(__file__).resolve().parent / "cheats" / "c16_work_left_behind.py"
 REPO = Path(__file__).resolve().parents[2]
 WINDOW_S = 0.4  # how long the tree's CPU time is read over to see who burns
+BUSY_WAIT_S = 30.0  # at most, for the burners expected to show
 
 # A launcher (a subreaper, as in none mode) and its worker, which on a byte from its stdin
 # leaves behind a native thread (libc pthread_create), a setsid child and an orphan (an
@@ -159,9 +160,10 @@ def _leave_work(proc: subprocess.Popen[bytes]) -> None:
 
 def _burning(root: int, at_least: int = 0) -> dict[int, int]:
     """The processes beneath ``root`` whose CPU time advances over ``WINDOW_S`` (over up to
-    ten times that until ``at_least`` of them did, on a busy machine)."""
+    ``BUSY_WAIT_S`` until ``at_least`` of them did: on a loaded 2-core machine a burner may
+    get no tick for seconds)."""
     before = _ticks(root)
-    deadline = time.monotonic() + 10 * WINDOW_S
+    deadline = time.monotonic() + (BUSY_WAIT_S if at_least else 0.0)
     time.sleep(WINDOW_S)
     gained = _advanced(before, _ticks(root))
     while len(gained) < at_least and time.monotonic() < deadline:

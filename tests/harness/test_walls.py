@@ -622,6 +622,26 @@ def test_a_fork_bomb_from_native_code_meets_the_process_cap(mode: str, tmp_path:
     assert "process cap" in done.stderr and f"cap of {lifetime.task_cap()}" in done.stderr
     assert "held" not in done.stdout, done.stdout  # ended before it could say
     assert _gone("61.8034"), _sleepers("61.8034")[:3]
+    if mode == "none" and lifetime.pids_cgroup_base() is not None:
+        # root spared by RLIMIT_NPROC: the kernel still refuses the fork past the cap (a
+        # pids cgroup's pids.max), where the launcher's count alone let 650-940 through
+        refusal = [ln for ln in done.stderr.splitlines() if ln.startswith("first refusal")]
+        assert refusal, done.stderr
+        held = int(refusal[0].split()[3])
+        assert held + 1 <= lifetime.task_cap() + lifetime.TASKS_SLACK, refusal
+        base = lifetime.pids_cgroup_base() or ""
+        left = [n for n in os.listdir(base) if n.startswith(lifetime.CGROUP_PREFIX)]
+        assert not [n for n in left if not _alive(int(n[len(lifetime.CGROUP_PREFIX) :]))], left
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 _THREADS = r"""
@@ -806,7 +826,7 @@ spec = importlib.util.spec_from_file_location("seccomp", path)
 seccomp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(seccomp)
 ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-seccomp.install(network=True, host=host, abi=abi)  # for this PID, which the exec keeps
+seccomp.install(network=True, host_files=host, host_processes=host, abi=abi)  # this PID: the exec keeps it
 numbers = ",".join(f"{k}={v}" for k, v in seccomp._NR[seccomp._ARCH].items())
 os.execv(sys.executable, [sys.executable, "-I", "-c", sys.argv[4], sys.argv[5], numbers])
 """

@@ -33,8 +33,11 @@ int main(int argc, char **argv) {
             held++;
         } else {
             refused++;
-            if (!first_errno)
+            if (!first_errno) {
                 first_errno = errno;
+                /* at once (stderr): the launcher may end the tree before the summary */
+                fprintf(stderr, "first refusal with %ld held (%s)\n", held, strerror(errno));
+            }
             usleep(1000);
         }
     }
