@@ -47,7 +47,7 @@ AS_USERS_TESTS ?= tests/harness/test_walls.py tests/harness/test_walls_mounts.py
 	tests/harness/test_harness_sandbox.py \
 	tests/harness/test_harness_warm_start.py tests/harness/test_harness_cheats.py \
 	tests/harness/test_checkserver.py tests/harness/test_harness_examples.py \
-	tests/harness/test_every_user.py \
+	tests/harness/test_every_user.py tests/harness/test_walls_fallback.py \
 	"tests/agent/test_agent_loop.py::test_cli_session_searches_fails_fixes_and_stops_at_the_target"
 # none mode (a container that refuses namespaces); then as an unprivileged user
 test-as-users: setup
