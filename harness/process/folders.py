@@ -17,15 +17,23 @@ from collections.abc import Sequence
 
 from . import walls
 
+# the shared temp folders themselves: a module path that is one of them (``python -m``
+# started in /tmp puts /tmp on sys.path) is never kept whole -- the worker's private temp
+# folder would then be the real one, writable by the worker, and every file there visible
+_TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+
 
 def worker_paths(*extra: object) -> list[str]:
     """What a worker must see under a private temp folder: ``extra`` (its check's temp
-    root, the problem), the harness, the interpreter, and this process's module paths."""
+    root, the problem), the harness, the interpreter, and this process's module paths
+    (but a shared temp folder itself: ``_TEMP_ROOTS``)."""
     paths = [str(p) for p in extra if p]
     paths.append(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     paths += [sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    paths += [p for p in sys.path if p and os.path.isabs(p)]
+    found = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    found += [p for p in sys.path if p and os.path.isabs(p)]
+    roots = {os.path.realpath(r) for r in _TEMP_ROOTS}
+    paths += [p for p in found if os.path.realpath(p) not in roots]
     return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)))
 
 

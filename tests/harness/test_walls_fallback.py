@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import pytest
 from harness.paths import default_runs_dir
 from harness.process import sandbox, sandboxrun, walls
 
+REPO = Path(__file__).resolve().parents[2]
 SECRET = "the run record's words"
 
 # the launcher, loaded by path as it runs itself, with the tmpfs over one folder refused
@@ -260,3 +262,28 @@ def test_a_cgroup_a_killed_launcher_left_is_swept_and_the_workers_own_removed(
     finally:
         lifetime.remove_cgroup(left, 0.0)
         sandbox._isolation = None
+
+
+def test_a_check_started_in_the_temp_folder_keeps_the_workers_temp_folder_private() -> None:
+    """``python -m ctxkernel`` started in /tmp puts /tmp on sys.path: kept whole, it made the
+    worker's "private" /tmp the real one, writable by the worker (a file left there for
+    whoever reads /tmp next). The worker writes into a private /tmp; the real one is
+    untouched."""
+    if not sandbox.isolation().private_tmp:
+        pytest.skip("no private temp folders in this sandbox mode: /tmp is shared")
+    name = f"ctxkernel-door-{os.getpid()}-{time.monotonic_ns()}"
+    target = Path(tempfile.gettempdir()).resolve() / name
+    if str(target.parent) != "/tmp":
+        pytest.skip("the temp folder here is not /tmp")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "ctxkernel", "sandbox", "run", "--", "sh", "-c",
+         f"echo left > /tmp/{name} && cat /tmp/{name}"],
+        cwd="/tmp", env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "left"  # its own /tmp is writable
+        assert not target.exists(), "the worker wrote the real /tmp"
+    finally:
+        target.unlink(missing_ok=True)
