@@ -155,7 +155,7 @@ class Isolation:
         and, where landlock hides them, the folders on the way too wide to grant whole,
         narrowed to what a worker needs (``walls._listings``): their other entries are
         unread by workers."""
-        hidden = parent_folders()
+        hidden = parent_folders(make=False)  # a report: nothing made
         doc = {"parent_folders_also_at": sorted(walls.reaching(hidden))}
         if not self.private_tmp and self.landlock:
             doc["read_rules_narrowed"] = walls.narrowed_folders([*hidden, "/dev"])

@@ -82,3 +82,31 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Any:
     from simgpu import install_fake_gpu
 
     return install_fake_gpu(monkeypatch)
+
+
+@pytest.fixture(params=["auto", "none"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The sandbox mode of this process's workers: the machine's best, then ``none``."""
+    from harness.process import sandbox, walls
+
+    if request.param == "none":
+        if walls.landlock_abi() < 1:
+            pytest.skip("this kernel has no landlock: none mode keeps only seccomp there")
+        monkeypatch.setenv("CTXKERNEL_ISOLATION", "none")
+    else:
+        monkeypatch.delenv("CTXKERNEL_ISOLATION", raising=False)
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    yield request.param
+    sandbox._isolation = None
+
+
+# what a worker reads: one line per path, "read <its text>" or "refused <why>"
+WORKER_READER = r"""
+import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path) as fh:
+            print("read " + fh.read().strip())
+    except OSError as exc:
+        print("refused " + type(exc).__name__)
+"""

@@ -31,7 +31,7 @@ from conftest import fast_options
 from simgpu import FakeGPU, Frames, simulated_bench
 
 from harness.perf import gpuidle, reftimes
-from harness.process import freeze, lifetime, sandbox
+from harness.process import freeze, lifetime
 
 CHEAT = Path(__file__).resolve().parent / "cheats" / "c16_work_left_behind.py"
 REPO = Path(__file__).resolve().parents[2]
@@ -358,18 +358,6 @@ def test_a_tree_forking_fast_is_stopped_whole() -> None:
             except OSError:
                 pass
         proc.wait(timeout=10)
-
-
-@pytest.fixture(params=["auto", "none"])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The sandbox mode of this process's workers: the machine's best, then ``none``."""
-    if request.param == "none":
-        monkeypatch.setenv("CTXKERNEL_ISOLATION", "none")
-    else:
-        monkeypatch.delenv("CTXKERNEL_ISOLATION", raising=False)
-    monkeypatch.setattr(sandbox, "_isolation", None)
-    yield request.param
-    sandbox._isolation = None
 
 
 def test_the_planted_cheats_leftovers_are_stopped_in_a_sandboxed_worker(

@@ -37,7 +37,6 @@ from harness.server.client import secure_dir
 WALLS = Path(__file__).resolve().parent / "walls"
 CHEATS = sorted(WALLS.glob("w*.py"))
 REPO = Path(__file__).resolve().parents[2]
-MODES = ["auto", "none"]
 
 
 def _outside_digest() -> dict[str, object]:
@@ -58,22 +57,6 @@ def outside_unchanged() -> Iterator[None]:
     yield
     after = _outside_digest()
     assert after == before
-
-
-@pytest.fixture(params=MODES)
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The sandbox mode of this process's workers: the machine's best, then ``none``."""
-    if request.param == "none":
-        from harness.process import walls
-
-        if walls.landlock_abi() < 1:
-            pytest.skip("this kernel has no landlock: none mode keeps only seccomp there")
-        monkeypatch.setenv("CTXKERNEL_ISOLATION", "none")
-    else:
-        monkeypatch.delenv("CTXKERNEL_ISOLATION", raising=False)
-    monkeypatch.setattr(sandbox, "_isolation", None)
-    yield request.param
-    sandbox._isolation = None
 
 
 def _tree_digest(root: Path) -> dict[str, str]:

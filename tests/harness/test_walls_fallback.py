@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import WORKER_READER
 
 from harness.paths import default_runs_dir
 from harness.process import sandbox, sandboxrun, walls
@@ -51,16 +52,6 @@ if args[:1] == ["--no-landlock"]:
     sandbox.walls.landlock_abi = lambda: 0
     args = args[1:]
 sys.exit(sandbox.main(args))
-"""
-
-_READER = r"""
-import sys
-for path in sys.argv[1:]:
-    try:
-        with open(path) as fh:
-            print("read " + fh.read().strip())
-    except OSError as exc:
-        print("refused " + type(exc).__name__)
 """
 
 
@@ -121,7 +112,7 @@ def test_a_parent_folder_whose_cover_is_refused_stays_unread(
     _refusing(monkeypatch, records)
     own = _problem_beside(records)
     rc, out, err, _ = sandboxrun.run_sandboxed(
-        [sys.executable, "-I", "-c", _READER, str(records / "record.json"), str(own)],
+        [sys.executable, "-I", "-c", WORKER_READER, str(records / "record.json"), str(own)],
         capture=True,
         binds=[str(own)],
     )
@@ -138,7 +129,7 @@ def test_without_landlock_a_refused_cover_stops_the_worker(
     _refusing(monkeypatch, records, "--no-landlock")
     own = _problem_beside(records)
     rc, out, err, _ = sandboxrun.run_sandboxed(
-        [sys.executable, "-I", "-c", _READER, str(records / "record.json")],
+        [sys.executable, "-I", "-c", WORKER_READER, str(records / "record.json")],
         capture=True,
         binds=[str(own)],
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from cheatspec import EXAMPLES, read_expectation
-from conftest import fast_options
+from conftest import WORKER_READER, fast_options
 
 from harness.paths import default_runs_dir
 from harness.process import sandbox, seccomp, walls
@@ -58,16 +58,6 @@ for source, name in binds:
 os.execv(sys.argv[3], sys.argv[3:])
 """
 
-# what a worker reads: one line per path, "read <its text>" or "refused <why>"
-_READER = r"""
-import sys
-for path in sys.argv[1:]:
-    try:
-        with open(path) as fh:
-            print("read " + fh.read().strip())
-    except OSError as exc:
-        print("refused " + type(exc).__name__)
-"""
 
 # a real check of a candidate, in the child; prints the verdict's outline
 _CHECK = r"""
@@ -136,7 +126,7 @@ def _sandbox_read(paths: list[str], binds: list[str] | None = None) -> list[str]
     """The argv of ``ctxkernel sandbox run`` running the reader on ``paths``."""
     bound = [arg for b in binds or () for arg in ("--bind", b)]
     return [sys.executable, "-m", "ctxkernel", "sandbox", "run", *bound, "--",
-            sys.executable, "-I", "-c", _READER, *paths]  # fmt: skip
+            sys.executable, "-I", "-c", WORKER_READER, *paths]  # fmt: skip
 
 
 @pytest.fixture
