@@ -42,12 +42,13 @@ test: setup lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # what a non-root user, or a container that refuses namespaces, runs: the walls, the
-# planted cheats, the warm paths and the check server
+# planted cheats, the warm paths, the check server and no worker outliving a killed check
 AS_USERS_TESTS ?= tests/harness/test_walls.py tests/harness/test_walls_mounts.py \
 	tests/harness/test_harness_sandbox.py \
 	tests/harness/test_harness_warm_start.py tests/harness/test_harness_cheats.py \
 	tests/harness/test_checkserver.py tests/harness/test_harness_examples.py \
 	tests/harness/test_every_user.py tests/harness/test_walls_fallback.py \
+	tests/harness/test_harness_cleanup.py \
 	"tests/agent/test_agent_loop.py::test_cli_session_searches_fails_fixes_and_stops_at_the_target"
 # none mode (a container that refuses namespaces); then as an unprivileged user
 test-as-users: setup

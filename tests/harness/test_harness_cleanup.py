@@ -52,6 +52,37 @@ def _working_under(root: Path) -> list[int]:
     return found
 
 
+def _state_and_parent(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and parent PID from ``/proc/<pid>/stat`` (readable by anyone,
+    unlike ``cwd``: a walled worker of an unprivileged user cannot be read that way)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1])
+
+
+def _descendants(root: int) -> set[int]:
+    """Live (not zombie) processes below ``root``, by their parent links."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        found = _state_and_parent(int(entry.name)) if entry.name.isdigit() else None
+        if found and found[0] != "Z":
+            children.setdefault(found[1], []).append(int(entry.name))
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def _alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if (found := _state_and_parent(pid)) and found[0] != "Z"}
+
+
 def _ours(tmp: Path) -> list[Path]:
     return [p for p in tmp.iterdir() if p.name.startswith(cleanup.PREFIXES)]
 
@@ -97,14 +128,19 @@ def test_killing_check_mid_candidate_leaves_no_worker_and_no_temp_dir(
             return started == (2 if runner == "local-jobs" else 1)
 
         assert _wait(sleeping, 240), "the candidates never started"
-        workers = _working_under(tmp)
-        assert len(workers) >= expected, workers
+        # the check's process tree (what an unprivileged user can see of walled workers)
+        # and whatever works under the temp dir (what root can also see)
+        tree = _descendants(proc.pid) | set(_working_under(tmp))
+        assert len(tree) >= expected, tree
         proc.send_signal(sig)
         proc.wait(timeout=30)
         assert proc.returncode == -sig
         # a pool slot's process removes its own folder when its handler runs, which waits
         # for the C code it is in (torch's import, on a loaded CI core: seconds)
-        assert _wait(lambda: not _working_under(tmp), 30), _working_under(tmp)
+        assert _wait(lambda: not _alive(tree) and not _working_under(tmp), 30), (
+            _alive(tree),
+            _working_under(tmp),
+        )
         if sig == signal.SIGTERM:
             assert _wait(lambda: not _ours(tmp), 30), _ours(tmp)
         else:  # nothing could run in the killed check; the next run sweeps its dirs
