@@ -20,8 +20,8 @@ stress trials), on inputs made from the secret like every other trial:
 
 The view classes hold the values of a plain trial (``broadcast``: its first slice
 repeated). The worker rebuilds each input with the same strides over a buffer at least as
-long as the tensor, every element outside the view NaN (``harness/worker/serve.py``), so a
-kernel that indexes as if the input were contiguous reads NaN, not a neighbour's value.
+long as the tensor, every element outside the view NaN (``harness/worker/calltensors.py``),
+so a kernel that indexes as if the input were contiguous reads NaN, not a neighbour's value.
 The reference gets contiguous copies of the same values. A failure names the class, what
 was done to which input (its strides, where the NaN went), the shape and the seed.
 

@@ -1,8 +1,12 @@
 """The worker: everything that runs beside the candidate, inside the sandbox.
 
-``serve.py`` is the serve loop (``python -m harness.worker``) and its one op table;
-``benchworker.py`` the benchmark's GPU requests; ``guards.py`` the runtime guards;
-``freshness.py`` output freshness; ``timing.py``, ``witness.py`` and ``kernelrecords.py``
+``serve.py`` is the serve loop and its one op table; ``lifecycle.py`` the process around
+it (``python -m harness.worker``: start, run, exit, the one-shot run under a profiler);
+``calltensors.py`` a call's inputs placed and outputs encoded; ``benchworker.py`` the
+benchmark's GPU requests; ``guards.py`` the runtime guards (audit hook, op recorder);
+``snapshots.py`` what candidate code must leave as it found (identity snapshot, threads,
+signal handlers); ``freshness.py`` output freshness; ``timing.py``, ``witness.py`` and
+``kernelrecords.py``
 the timers; ``jitclock.py`` and ``compiled.py`` compile time and ``torch.compile``;
 ``artifacts.py`` the backend's artefacts collected here; ``zygote.py`` a warm template's
 child side (``python -m harness.worker.zygote``).

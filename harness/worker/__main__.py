@@ -1,8 +1,9 @@
-"""``python -m harness.worker``: the worker's serve loop (``serve.py``)."""
+"""``python -m harness.worker``: the worker process (``lifecycle.py``), its serve loop in
+``serve.py``."""
 
 import sys
 
-from .serve import main
+from .lifecycle import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,10 @@
-"""The worker process: imports one candidate and runs it on inputs the parent sends.
+"""The worker's serve loop: ``Worker`` imports one candidate and runs it on inputs the
+parent sends.
 
-Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --device D`` by a
-runner, in its own process group, with its own temp dir as cwd and a scrubbed
-environment. Protocol (one reply per request, strictly in order):
+The process around it (``python -m harness.worker``, or a fork of a warm template: its
+limits, its run until ``bye``, its exit) is ``lifecycle.py``; a call's tensors (inputs
+placed in the layout asked, outputs encoded) are ``calltensors.py``. Protocol (one reply
+per request, strictly in order):
 
 - ``load``: install backend hooks, take the identity snapshot, install the guards, say
   ``stage: import`` (an interim frame: the worker's own start-up is over, the candidate's
@@ -28,8 +30,8 @@ A ``load`` may name the problem (``problem: {path}``): it is loaded before the c
 for ``generate_input`` only (its module is dropped from ``sys.modules``), so benchmarks
 generate their inputs on the device. ``subject: "reference"`` makes a harness-only
 worker whose entry point is the problem's reference (timed for speedups);
-``subject: "harness"`` one with no entry point (ceilings). ``--oneshot REQUEST.json``
-loads and calls once inside an NVTX range, for a profiler wrapping this process.
+``subject: "harness"`` one with no entry point (ceilings). ``lifecycle.oneshot`` loads
+and calls once inside an NVTX range, for a profiler wrapping this process.
 
 Candidate stdout/stderr go to log files the parent opened; results travel only on the
 channel. The worker never sees seeds or reference outputs.
@@ -37,13 +39,10 @@ channel. The worker never sees seeds or reference outputs.
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
 import importlib
 import importlib.util
 import json
 import os
-import resource
 import signal
 import sys
 import time
@@ -58,88 +57,23 @@ from ..problems.library import is_compute, op_stem
 from ..problems.library_share import kernel_profiler as _kernel_profiler
 from ..problems.library_share import kernel_records
 from ..process import channel
-from . import benchworker, jitclock, timing
+from . import benchworker, calltensors, jitclock, timing
 from .compiled import forbidden_compiled
 from .compiled import prepare as prepare_torch_compile
 from .freshness import OutputHistory, fresh_slots
-from .guards import (
-    IdentitySnapshot,
-    OpRecorder,
-    ProcessState,
-    install_audit_guard,
-    settle,
-    snapshot_harness_modules,
-)
+from .guards import OpRecorder, install_audit_guard
+from .snapshots import IdentitySnapshot, ProcessState, settle, snapshot_harness_modules
 from .state import WorkerState
 
 _Tensor = torch.Tensor  # captured before any candidate code runs
 _type = type
 _isinstance = isinstance
-_MAX_POISON = 1 << 30
 _DEVICE_FAULTS = (
     "illegal memory access",
     "device-side assert",
     "unspecified launch failure",
     "CUDA error",
 )
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Non-overlapping and dense: the strides are a permutation of a contiguous layout."""
-    dims = sorted((s, n) for s, n in zip(t.stride(), t.shape, strict=True) if n != 1)
-    expected = 1
-    for stride, size in dims:
-        if stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _place(src: torch.Tensor, stride: tuple[int, ...], device: str) -> torch.Tensor:
-    """``src``'s values in a tensor of ``stride`` on ``device``. A layout that is not
-    dense (the edge inputs' padded rows, a step, a dimension of stride 0) is cut from a
-    buffer at least as long as the tensor, every element outside it NaN (or 77), so a
-    kernel that indexes as if the input were contiguous reads those, not a neighbour's
-    value; of a stride-0 dimension one slice is written (the parent's values repeat)."""
-    shape = tuple(src.shape)
-    layout = torch.empty_strided(shape, stride, dtype=src.dtype, device="meta")
-    if src.numel() == 0 or _dense(layout):
-        dest = torch.empty_strided(shape, stride, dtype=src.dtype, device=device)
-        dest.copy_(src)
-        return dest
-    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
-    flat = torch.empty(max(extent, src.numel()), dtype=src.dtype, device=device)
-    if flat.is_floating_point() or flat.is_complex():
-        flat.fill_(float("nan"))
-    else:
-        flat.fill_(True if flat.dtype == torch.bool else 77)
-    dest = flat.as_strided(shape, stride)
-    target, values = dest, src
-    for dim, (size, step) in enumerate(zip(shape, stride, strict=True)):
-        if step == 0 and size > 1:
-            target, values = target.narrow(dim, 0, 1), values.narrow(dim, 0, 1)
-    target.copy_(values)
-    return dest
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    if t.numel() == 0:
-        return (t.data_ptr(), t.data_ptr())
-    extent = 1 + sum((n - 1) * abs(s) for s, n in zip(t.stride(), t.shape, strict=True))
-    return (t.data_ptr(), t.data_ptr() + extent * t.element_size())
-
-
-def _storage_range(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
-    return (storage.data_ptr(), storage.data_ptr() + storage.nbytes())
-
-
-def _leaves(value: Any) -> list[Any]:
-    if _isinstance(value, (tuple, list)):
-        return [leaf for v in value for leaf in _leaves(v)]
-    if _isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in _leaves(v)]
-    return [value]
 
 
 class Worker:
@@ -355,43 +289,13 @@ class Worker:
         return model
 
     def build_inputs(self, req: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
-        leaves_meta = channel.tree_leaves(req["inputs"])
         if req.get("in_place") and self.last_inputs is not None:
-            if len(leaves_meta) != len(self.last_leaves):
-                raise ValueError("in-place rewrite with a different number of tensors")
-            with torch.no_grad():
-                for meta, old in zip(leaves_meta, self.last_leaves, strict=True):
-                    src = tensors[int(meta["t"])]
-                    if tuple(src.shape) != tuple(old.shape) or src.dtype != old.dtype:
-                        raise ValueError("in-place rewrite with a different shape or dtype")
-                    # .data keeps data_ptr, id, shape and _version: a replay cache keyed on
-                    # any of them sees the same tensor with new content.
-                    old.data.copy_(src)
+            calltensors.rewrite_in_place(req["inputs"], self.last_leaves, tensors)
             return self.last_inputs
-        placed: list[torch.Tensor] = []
-        for meta in sorted(leaves_meta, key=lambda m: int(m["t"])):
-            src = tensors[int(meta["t"])]
-            stride = meta.get("stride")
-            if stride is not None and len(stride) == src.dim():
-                dest = _place(src, tuple(int(s) for s in stride), self.device)
-            else:
-                dest = torch.empty(tuple(src.shape), dtype=src.dtype, device=self.device)
-                dest.copy_(src)
-            placed.append(dest)
-        inputs = channel.unpack_tree(req["inputs"], placed)
+        inputs = calltensors.place_inputs(req["inputs"], tensors, self.device)
         self.last_inputs = inputs
-        self.last_leaves = [t for t in _leaves(inputs) if _isinstance(t, _Tensor)]
+        self.last_leaves = [t for t in calltensors.leaves(inputs) if _isinstance(t, _Tensor)]
         return inputs
-
-    def poison(self, sizes: list[int]) -> None:
-        buffers = []
-        for size in sizes[:8]:
-            n = max(0, min(int(size), _MAX_POISON))
-            if n:
-                buffers.append(torch.empty(n, dtype=torch.uint8, device=self.device).fill_(255))
-        del buffers
-        if self.device == "cuda":
-            torch.cuda.synchronize()
 
     def call(
         self, req: dict[str, Any], tensors: list[torch.Tensor]
@@ -412,7 +316,7 @@ class Worker:
                 "calls": [],
                 "integrity": self.integrity(),
             }, []
-        input_ranges = [_storage_range(t) for t in self.last_leaves]
+        input_ranges = [calltensors.storage_range(t) for t in self.last_leaves]
         repeat = max(1, int(req.get("repeat", 1)))
         # burst: back to back like a timing loop (no poison, no settle in between); each
         # output is snapshotted as it returns and compared again once the burst is over
@@ -425,7 +329,7 @@ class Worker:
         profiler: Any = None
         for index in range(repeat):
             if not burst or index == 0:
-                self.poison([int(s) for s in req.get("poison", [])])
+                calltensors.poison([int(s) for s in req.get("poison", [])], self.device)
             args = inputs
             if slots:  # the data's output tensors: new and poisoned for every call
                 args, made = fresh_slots(inputs, slots)
@@ -463,7 +367,7 @@ class Worker:
                     finally:
                         profiler.__exit__(None, None, None)
             elapsed = time.perf_counter() - t0
-            leaves = [leaf for leaf in _leaves(result) if _type(leaf) is _Tensor]
+            leaves = [leaf for leaf in calltensors.leaves(result) if _type(leaf) is _Tensor]
             before = [leaf.detach().clone() for leaf in leaves]
             record = self.call_record(elapsed, call_no)
             pending.append((record, result, leaves, before))
@@ -487,7 +391,9 @@ class Worker:
                 )
         after_tree = None
         if not self.dead:
-            after_tree = channel.pack_tree(self.last_inputs, out_tensors, describe=_describe_tensor)
+            after_tree = channel.pack_tree(
+                self.last_inputs, out_tensors, describe=calltensors.describe_tensor
+            )
         reply = {
             "ok": error is None,
             "op": "call",
@@ -574,7 +480,7 @@ class Worker:
             record["changed_after_return"] = [
                 i
                 for i, (b, leaf) in enumerate(zip(before, leaves, strict=True))
-                if not _same_bytes(b, leaf)
+                if not calltensors.same_bytes(b, leaf)
             ]
             call_no = int(record.get("call_no") or 0)
             shared = {id(leaf): self.history.shares_earlier(leaf, call_no) for leaf in leaves}
@@ -585,47 +491,10 @@ class Worker:
                 shared.update(
                     {id(b): shared[id(leaf)] for leaf, b in zip(leaves, before, strict=True)}
                 )
-                result = _replace_leaves(result, swap)
-            record["output"] = self.encode_output(result, out_tensors, input_ranges, shared)
+                result = calltensors.replace_leaves(result, swap)
+            record["output"] = calltensors.encode_output(result, out_tensors, input_ranges, shared)
             calls.append(record)
         pending.clear()
-
-    def encode_output(
-        self,
-        value: Any,
-        tensors: list[torch.Tensor],
-        input_ranges: list[tuple[int, int]],
-        shared: dict[int, list[int]] | None = None,
-    ) -> Any:
-        shared = shared if shared is not None else {}
-        if _isinstance(value, (tuple, list)):
-            key = "tuple" if _isinstance(value, tuple) else "list"
-            return {key: [self.encode_output(v, tensors, input_ranges, shared) for v in value]}
-        if _isinstance(value, dict):
-            return {
-                "dict": [
-                    [str(k), self.encode_output(v, tensors, input_ranges, shared)]
-                    for k, v in value.items()
-                ]
-            }
-        cls = _type(value)
-        if cls is _Tensor:
-            node = _describe_tensor(value)
-            span = _span(value)
-            node["aliases"] = [
-                i for i, (lo, hi) in enumerate(input_ranges) if span[0] < hi and lo < span[1]
-            ]
-            if shared.get(id(value)):
-                node["shares_earlier"] = shared[id(value)]
-            if value.dtype in channel.DTYPE_NAMES:
-                node["t"] = len(tensors)
-                tensors.append(value.detach())
-            return node
-        if _isinstance(value, _Tensor):
-            return {"subclass": f"{cls.__module__}.{cls.__qualname__}"}
-        if value is None or _isinstance(value, (bool, int, float, str)):
-            return {"other": cls.__name__, "v": value}
-        return {"other": f"{cls.__module__}.{cls.__qualname__}"}
 
     # -- findings ----------------------------------------------------------------------
 
@@ -739,36 +608,6 @@ def answer(worker: Worker, header: dict[str, Any], tensors: list[torch.Tensor]) 
     return (reply if nonce is None else {**reply, "nonce": nonce}), out
 
 
-def _replace_leaves(value: Any, swap: dict[int, torch.Tensor]) -> Any:
-    if _isinstance(value, tuple):
-        return tuple(_replace_leaves(v, swap) for v in value)
-    if _isinstance(value, list):
-        return [_replace_leaves(v, swap) for v in value]
-    if _isinstance(value, dict):
-        return {k: _replace_leaves(v, swap) for k, v in value.items()}
-    return swap.get(id(value), value)
-
-
-def _describe_tensor(t: torch.Tensor) -> dict[str, Any]:
-    return {
-        "dtype": channel.DTYPE_NAMES.get(t.dtype, str(t.dtype)),
-        "shape": list(t.shape),
-        "stride": list(t.stride()),
-        "storage_offset": t.storage_offset(),
-        "device": str(t.device),
-        "dense": _dense(t),
-        "requires_grad": bool(t.requires_grad),
-    }
-
-
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0:
-        return True
-    x = a.contiguous().reshape(-1).view(torch.uint8)
-    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
-    return bool(torch.equal(x, y))
-
-
 def _os_threads() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -794,113 +633,3 @@ def _driver_version() -> str | None:
     except OSError:
         pass
     return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.worker")
-    parser.add_argument("--fd-in", type=int, default=-1)
-    parser.add_argument("--fd-out", type=int, default=-1)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--mem-cap", type=int, default=0, help="RLIMIT_AS in bytes (CPU only)")
-    parser.add_argument("--oneshot", default=None, help="REQUEST.json: load, call once, exit")
-    parser.add_argument(
-        "--self-walls", default=None, help="JSON: landlock this process first (under a profiler)"
-    )
-    args = parser.parse_args(argv)
-    if args.self_walls:
-        from ..process import sandbox
-
-        sandbox.apply_self_walls(args.self_walls)  # raises: no worker without its walls
-    if args.oneshot:
-        return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
-    exit_now(
-        run(args.fd_in, args.fd_out, os.path.realpath(args.workdir), args.device, args.mem_cap)
-    )
-    return 0  # not reached
-
-
-def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int:
-    """Serve the parent on the channel until ``bye`` or EOF; the exit status. A spawned
-    worker (``main``) and one forked from a warm template (``zygote.py``) both run this."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if mem_cap and device == "cpu":
-        resource.setrlimit(resource.RLIMIT_AS, (mem_cap, mem_cap))
-    faulthandler.enable(file=sys.stderr, all_threads=False)
-    if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)  # CPU checks run small grids; spare the other cores
-    if device == "cuda":
-        # the context now, before the first request: a worker opened ahead of its use
-        # (the benchmark's, while the ladder's runs) has it ready when asked
-        try:
-            torch.cuda.init()
-            torch.cuda.set_device(0)
-        except Exception as exc:  # load() reports it to the parent
-            sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
-    end = channel.BlockingEnd(fd_in, fd_out)
-    worker = Worker(end, workdir, device)
-    try:
-        return worker.serve()
-    except channel.ChannelClosed:
-        return 0
-    except BaseException:
-        detail = traceback.format_exc()
-        sys.stderr.write(detail)
-        try:
-            end.send({"ok": False, "harness_error": detail[-4000:]})
-        except OSError:
-            pass
-        return 3
-
-
-def exit_now(code: int) -> None:
-    """End the process without the interpreter's teardown (torch's takes most of a second):
-    the parent has every reply it needs; only the logs are flushed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # best effort: a closed stream must not stop the exit
-            pass
-    os._exit(code)
-
-
-def oneshot(request_path: str, workdir: str, device: str) -> int:
-    """For a profiler wrapping this process (``ncu``): load, warm up outside the NVTX
-    range, then call inside ``ctxkernel_candidate`` -- so only the candidate's kernels of
-    those calls are profiled. Writes ``REQUEST.json.result``; never times anything."""
-    with open(request_path) as fh:
-        req = json.load(fh)
-    result: dict[str, Any] = {"ok": False}
-    worker = Worker(None, workdir, device)  # type: ignore[arg-type]
-    try:
-        reply, _ = worker.load(req["load"])
-        if not reply.get("ok"):
-            result["error"] = reply.get("error")
-        else:
-            problem = worker.problem
-            shape = dict(req.get("shape") or {})
-            inputs = problem.generate_input(int(req.get("seed", 1)), shape, device)
-            entry = worker.get_entry(None, [])
-            call = benchworker._guarded_call(worker, entry)
-            gpu = device == "cuda"
-            for _ in range(int(req.get("warmup", 2))):
-                call(inputs)
-            if gpu:
-                torch.cuda.synchronize()
-            for _ in range(int(req.get("calls", 1))):
-                if gpu:
-                    torch.cuda.nvtx.range_push(str(req.get("nvtx", "ctxkernel_candidate")))
-                call(inputs)
-                if gpu:
-                    torch.cuda.synchronize()
-                    torch.cuda.nvtx.range_pop()
-            result = {"ok": True, "integrity": worker.integrity()}
-    except BaseException:
-        result["error"] = {"message": traceback.format_exc()[-4000:]}
-    with open(request_path + ".result", "w") as fh:
-        json.dump(result, fh, default=str)
-    return 0 if result.get("ok") else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,7 @@ does not exec but becomes the worker in place:
   the working directory, ``sys.path[0]``, ``sys.argv``, ``tempfile``'s cached folder and
   name sequence, and the random generators are reset; signal handlers are Python's
   defaults;
-- then ``worker.run`` serves the parent on the channel exactly as a spawned worker does.
+- then ``lifecycle.run`` serves the parent on the channel exactly as a spawned worker does.
 
 L writes ``P <pid>`` (W's host PID, for the memory watchdog) and, when W has ended,
 ``S <wait status>`` on the status pipe, then exits the same way; W never holds the status
@@ -56,6 +56,7 @@ MAX_MESSAGE = 1 << 20
 PREIMPORTS = (
     "torch",
     "harness.worker.serve",
+    "harness.worker.lifecycle",
     "harness.worker.benchworker",
     "harness.worker.kernelrecords",
     "harness.problems.problem",
@@ -289,12 +290,12 @@ def _become_worker(
     )
     _reset_process(template, request, workdir)
     _seed_worker(template.backend)
-    from . import serve as worker
+    from . import lifecycle
 
-    code = worker.run(
+    code = lifecycle.run(
         to_worker, from_worker, workdir, str(request["device"]), int(request.get("mem_cap") or 0)
     )
-    worker.exit_now(code)
+    lifecycle.exit_now(code)
 
 
 def _seed_worker(backend: Any) -> None:

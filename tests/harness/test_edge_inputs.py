@@ -32,7 +32,7 @@ from harness.rungs.edges import (
     with_nonfinite,
 )
 from harness.rungs.inputs import Inputs, flatten
-from harness.worker.serve import _place
+from harness.worker.calltensors import place
 
 VECTOR_ADD = EXAMPLES / "vector_add"
 
@@ -159,15 +159,15 @@ def test_the_worker_rebuilds_each_view_with_nan_between_its_elements() -> None:
         view = make(t)
         assert view is not None
         # what crosses the channel: the logical values, row-major, and the strides
-        placed = _place(view.contiguous(), tuple(view.stride()), "cpu")
+        placed = place(view.contiguous(), tuple(view.stride()), "cpu")
         assert placed.stride() == view.stride() and torch.equal(placed, view)
         storage = torch.empty(0).set_(placed.untyped_storage())  # the whole buffer
         assert storage.numel() >= view.numel()
         # a kernel reading the first numel elements as if contiguous meets NaN
         assert bool(torch.isnan(storage[: view.numel()]).any()), make.__name__
-    dense = _place(torch.randn(3, 4).t().contiguous(), (1, 3), "cpu")  # a dense layout
+    dense = place(torch.randn(3, 4).t().contiguous(), (1, 3), "cpu")  # a dense layout
     assert dense.stride() == (1, 3) and dense.untyped_storage().nbytes() == 12 * 4
-    ints = _place(torch.arange(6).view(2, 3), (6, 2), "cpu")
+    ints = place(torch.arange(6).view(2, 3), (6, 2), "cpu")
     assert ints.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 

@@ -60,7 +60,8 @@ import json, os, sys, time
 from harness.backends import get_backend
 backend = get_backend("tilelang")
 counter = backend.prepare_worker("cuda")
-from harness.worker.guards import IdentitySnapshot, install_audit_guard
+from harness.worker.guards import install_audit_guard
+from harness.worker.snapshots import IdentitySnapshot
 snapshot = IdentitySnapshot.take()
 guard = install_audit_guard(os.getcwd())  # the candidate's import compiles: guards on
 import importlib.util, torch

@@ -15,7 +15,7 @@ from harness.problems.problem import Tolerance
 from harness.process import channel
 from harness.staticscan import scan
 from harness.verdict import RungResult, Verdict
-from harness.worker.guards import IdentitySnapshot
+from harness.worker.snapshots import IdentitySnapshot
 
 # -- channel -----------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ PRELUDE = """
     import sys
     assert "torch._dynamo" not in sys.modules
     import functools, torch
-    from harness.worker.guards import IdentitySnapshot
+    from harness.worker.snapshots import IdentitySnapshot
     snap = IdentitySnapshot.take()
     original = torch.manual_seed
 """
