@@ -91,7 +91,8 @@ def mcp_cmd(
       claude mcp add ctxkernel -- ctxkernel mcp --problem examples/softmax
     """
     from ..errors import UserError
-    from ..mcp import ProblemRoots, serve
+    from ..mcp.roots import ProblemRoots
+    from ..mcp.server import serve
 
     if token_file and not http:
         raise UserError("--token-file is for --http (stdio needs no token: the client spawns it)")

@@ -291,7 +291,7 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str | None]:
     return check
 
 
-# stress inputs (rungs/inputs.py): "rescale" moves every float input (whole-tensor
+# stress inputs (rungs/stress.py): "rescale" moves every float input (whole-tensor
 # transforms); the mixed-scale classes change parts of one tensor: a few rows and a column
 # scaled far apart, a spike, a constant block
 STRESS_CLASSES = ("rescale", "rows", "spike", "block")

@@ -1,11 +1,11 @@
 """Which method receivers in a candidate's source are Python containers, never tensors.
 
-The static scan (``harness/staticscan.py``) matches a forbidden op as a method (``x.add(y)``)
-when ``x`` may be a tensor. The method names are ordinary Python ones too (``set.add``),
-so a receiver that is a Python container is not one: a set, dict or list display or
-constructor written at the call, or a name (or ``self`` attribute) that every binding in
-the file gives such a value (``seen = set()``). A name bound any other way anywhere (a
-parameter, a loop variable, ``x = inputs[0]``) may be a tensor.
+The static scan (``harness/staticscan/scanner.py``) matches a forbidden op as a method
+(``x.add(y)``) when ``x`` may be a tensor. The method names are ordinary Python ones too
+(``set.add``), so a receiver that is a Python container is not one: a set, dict or list
+display or constructor written at the call, or a name (or ``self`` attribute) that every
+binding in the file gives such a value (``seen = set()``). A name bound any other way
+anywhere (a parameter, a loop variable, ``x = inputs[0]``) may be a tensor.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..process.session import WorkerGone
-from ..staticscan import ScanResult
+from ..staticscan.findings import ScanResult
 from ..verdict import RungResult
 from .checks import in_kernel
 from .common import first_line

@@ -15,17 +15,17 @@ naming the failing trials' seeds); a different output from the same input is
 
 Then what the candidate was never shown (``rungs/inputs.py``): two shapes derived from the
 checked ones with the secret (on a GPU a third between the checked and the benchmark
-sizes), one trial of rescaled, shifted inputs with the absolute tolerance scaled to
-match, and one of mixed-scale inputs (scales far apart inside one tensor) with each
-element's tolerance widened by how far the reference moves there. A failure there says
-"an unseen shape", "rescaled inputs" or "mixed-scale inputs", not which shape; the verdict
-lists the unseen shapes (``seeds``) once the check is over. Last, the edge-input trials
-the problem asks for (``EDGE_INPUTS``, ``rungs/edges.py``: padded, strided or broadcast
-views, a size-0 dimension, NaN and Inf), a failure naming the class, what was done to
-which input, the (public) shape and the seed, and how a kernel gets it right. Each of
-these calls has a time budget scaled from what the public calls took here
-(``Inputs.budget``, measured around every public call), and a timeout says how long
-those took.
+sizes), and (``rungs/stress.py``) one trial of rescaled, shifted inputs with the absolute
+tolerance scaled to match, and one of mixed-scale inputs (scales far apart inside one
+tensor) with each element's tolerance widened by how far the reference moves there. A
+failure there says "an unseen shape", "rescaled inputs" or "mixed-scale inputs", not which
+shape; the verdict lists the unseen shapes (``seeds``) once the check is over. Last, the
+edge-input trials the problem asks for (``EDGE_INPUTS``, ``rungs/edges.py``: padded,
+strided or broadcast views, a size-0 dimension, NaN and Inf), a failure naming the class,
+what was done to which input, the (public) shape and the seed, and how a kernel gets it
+right. Each of these calls has a time budget scaled from what the public calls took here
+(``Inputs.budget``, measured around every public call), and a timeout says how long those
+took.
 
 Where the signal check (``harness/problems/signalcheck.py``) found a trivial answer passing the
 problem's tolerance on a shape, that shape is judged relative to the output's scale
@@ -53,6 +53,7 @@ from .common import Judged, call_failure, check_output
 from .edges import HINTS, edge_trials
 from .inputs import TrialInputs, flatten, shape_label
 from .results import FirstCall
+from .stress import make_mixed, make_stress, mixed_slack, stress_ratio
 
 if TYPE_CHECKING:
     from .context import LadderContext
@@ -187,7 +188,7 @@ class CorrectnessRung:
             if failed_result is not None:
                 return failed_result
             extra += 1
-        for stress in (ctx.inputs.make_stress(), ctx.inputs.make_mixed()):
+        for stress in (make_stress(ctx.inputs), make_mixed(ctx.inputs)):
             if stress is None:
                 continue
             failed_result = self.unseen_trial(ctx, stress, comparisons)
@@ -272,12 +273,12 @@ class CorrectnessRung:
         if problems:
             reason = explain(f"wrong on {what}: {problems[0]}{hint}")
             return RungResult.fail(self, reason, combine(comparisons), where)
-        scale = ctx.inputs.stress_ratio(inputs, reference) if inputs.kind == "stress" else 1.0
+        scale = stress_ratio(ctx.inputs, inputs, reference) if inputs.kind == "stress" else 1.0
         slack = None
         if inputs.kind == "mixed":
             if not _finite(reference):
                 return None  # the reference itself overflows on these scales: no verdict
-            slack = ctx.inputs.mixed_slack(inputs, reference)
+            slack = mixed_slack(ctx.inputs, inputs, reference)
         passed, bad, reason, found = check_output(
             ctx, record, record.outputs[0], reference, atol_scale=scale, slack=slack
         )

@@ -22,23 +22,16 @@ With ``--calibrate`` (or ``CALIBRATE = True``) each shape's tolerance is measure
 reference against its float64 self on secret-seeded inputs (``calibrated``, cached per
 shape: ``harness/problems/calibrate.py``) and never looser than declared.
 
-Stress inputs (``STRESS``, classes in ``problemspec.STRESS_CLASSES``): ``rescale`` moves
-every float input at once (``make_stress``); the mixed-scale classes change parts of one
-tensor -- a few rows and a column scaled far apart, a spike, a constant block
-(``make_mixed``) -- so a kernel that samples a few elements to guess the distribution
-(and skips a softmax's max subtraction when they look standard-normal) meets values it
-did not sample. Each element's tolerance grows by how far the reference moves there when
-the inputs move by ``rtol`` (``mixed_slack``). They run by default where every op the
-reference computes is a known one (``MIXED_OPS``) and the problem has no check of its
-own; ``STRESS = {"rows": True}`` asks for them, ``{"rows": False}`` switches one off.
-The edge-input trials a problem asks for (``EDGE_INPUTS``) are made in ``edges.py``.
+The stress trials (``STRESS``: rescaled and mixed-scale inputs) are made in ``stress.py``,
+the edge-input trials a problem asks for (``EDGE_INPUTS``) in ``edges.py``; both from an
+``Inputs``, its secret and its reference (``perturbed_reference``: how precisely the
+inputs define the output, which the signal check and the mixed-scale slack use).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import os
 import random
 from dataclasses import dataclass, replace
@@ -49,18 +42,16 @@ import torch
 from ..errors import ProblemError
 from ..options import RunOptions
 from ..problems.calibrate import Calibrator
-from ..problems.library import op_stem, record_reference
+from ..problems.library import record_reference
 from ..problems.precision import reference_precision
 from ..problems.problem import Problem
-from ..problems.problemspec import EDGE_CLASSES, STRESS_CLASSES, Tolerance
+from ..problems.problemspec import EDGE_CLASSES, Tolerance
 from ..problems.signalcheck import Finding, declared_exemption, probe, refusal, relative
 from ..problems.unseen import shape_size, size_links
 
 STUDY_TRIAL = 2000  # the throwaway input the reference is studied on (distinct seeds)
 UNSEEN_TRIAL = 3000  # seeds of the unseen-shape trials
-STRESS_TRIAL = 4000  # seed of the rescaled-inputs trial
-MIXED_TRIAL = 4500  # seed of the mixed-scale trial
-MIXED_PERTURBATIONS = 3  # random-sign perturbations whose largest move is the mixed trial's slack
+# (4000 and 4500: the stress trials, ``stress.py``; 7000 on: the edge trials, ``edges.py``)
 SIGNAL_TRIAL = 5000  # the signal check's inputs (and +1: "another input")
 CALIBRATE_TRIAL = 6000  # the calibration's inputs (``calibrate.py``: +0 .. +15)
 # an unseen call is projected (from the public calls' cost) to take at most this share of
@@ -69,19 +60,6 @@ CALIBRATE_TRIAL = 6000  # the calibration's inputs (``calibrate.py``: +0 .. +15)
 UNSEEN_TIME_SHARE = 0.5
 BUDGET_FACTOR = 4.0
 BUDGET_CAP = 4.0
-# reference ops (by stem, ``library.op_stem``) whose results stay well defined on
-# mixed-scale inputs: the numerically stable library softmax and norms, matmuls,
-# elementwise arithmetic and activations, reductions -- not a bare exp or log, which a
-# reference spelling out softmax itself would overflow
-MIXED_OPS = frozenset(
-    {
-        "add", "sub", "mul", "div", "neg", "abs", "sqrt", "rsqrt", "pow", "square",
-        "maximum", "minimum", "clamp", "where", "relu", "gelu", "silu", "sigmoid", "tanh",
-        "softmax", "log_softmax", "native_layer_norm", "layer_norm", "rms_norm",
-        "native_group_norm", "mean", "sum", "amax", "amin", "max", "min",
-        "mm", "bmm", "addmm", "matmul", "linear", "dot",
-    }
-)  # fmt: skip
 SHARE_MAX_SIZE = 1 << 24  # product of a shape's sizes the library-share call may use
 SHARE_MAX_BYTES = 1 << 28  # and its inputs' bytes (a "size" key may stand for size x size)
 
@@ -589,100 +567,6 @@ class Inputs:
     def largest_shape_index(self) -> int:
         return max(range(len(self.shapes)), key=lambda i: shape_size(self.shapes[i]))
 
-    def stress_classes(self) -> tuple[str, ...]:
-        """The stress-input classes this check runs (see the module docstring)."""
-        spec = self.problem.stress
-        if not self.options.unseen or spec is False:
-            return ()
-        mixed = self._mixed_by_default()
-        defaults = {c for c in STRESS_CLASSES if c == "rescale" or mixed}
-        if isinstance(spec, dict):
-            chosen = {c for c in STRESS_CLASSES if spec.get(c, c in defaults)}
-        elif isinstance(spec, (list, tuple, set, frozenset)):
-            chosen = set(spec)
-        else:
-            chosen = defaults
-        return tuple(c for c in STRESS_CLASSES if c in chosen)
-
-    def _mixed_by_default(self) -> bool:
-        """Whether the mixed-scale classes run unasked: every compute op the reference
-        ran is a known one (``MIXED_OPS``) and no check of the problem's own judges
-        (its fixed tolerance knows nothing of per-element slack)."""
-        if self.problem.check is not None:
-            return False
-        ops = self.study().ops
-        return bool(ops) and all(op_stem(op) in MIXED_OPS for op in ops)
-
-    def stress_scale(self) -> float | None:
-        """The factor the stress trial rescales float inputs by; None when it is off."""
-        if "rescale" not in self.stress_classes():
-            return None
-        rng = self.rng("stress")
-        return rng.choice((1e-3, 64.0))
-
-    def make_stress(self) -> TrialInputs | None:
-        """Inputs of the largest checked shape, every float input (not an output tensor)
-        rescaled and shifted; None when the problem has no float input or forbids it."""
-        scale = self.stress_scale()
-        if scale is None:
-            return None
-        index = self.largest_shape_index()
-        inputs = self.make(index, STRESS_TRIAL, record=False, kind="stress")
-        slots = set(self.slots)
-        rng = self.rng("stress-shift")
-        moved = False
-        for i, leaf in enumerate(inputs.leaves):
-            if i in slots or not leaf.is_floating_point() or leaf.numel() == 0:
-                continue
-            low = leaf.dtype in (torch.float16, torch.bfloat16) or leaf.element_size() < 2
-            factor = (0.125 if scale < 1 else 8.0) if low else scale
-            shift = factor * rng.uniform(0.25, 1.0)
-            with torch.no_grad():
-                leaf.mul_(factor).add_(shift)
-            moved = True
-        return inputs if moved else None
-
-    def make_mixed(self) -> TrialInputs | None:
-        """Inputs of the largest checked shape with scales far apart inside each float
-        input (not an output tensor): the mixed-scale classes this check runs; None when
-        none runs or nothing could be changed."""
-        classes = [c for c in self.stress_classes() if c != "rescale"]
-        if not classes:
-            return None
-        index = self.largest_shape_index()
-        inputs = self.make(index, MIXED_TRIAL, record=False, kind="mixed")
-        slots = set(self.slots)
-        rng = self.rng("mixed")
-        moved = False
-        for i, leaf in enumerate(inputs.leaves):
-            if i in slots or not leaf.is_floating_point() or leaf.numel() < 2:
-                continue
-            moved = _mix(leaf, rng, classes) or moved
-        return inputs if moved else None
-
-    def mixed_slack(self, inputs: TrialInputs, reference: Any) -> list[torch.Tensor | None]:
-        """Per output tensor, each element's extra tolerance on the mixed-scale inputs:
-        twice the most the reference moves there (of a few tries) when every float input
-        element moves by
-        the input dtype's ``rtol`` (``perturbed_reference``), so an element the inputs'
-        scales make ill-conditioned (a constant row in a norm) is judged as loosely as the
-        reference itself is defined there."""
-        outs = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
-        out: list[torch.Tensor | None] = [None] * len(outs)
-        # the largest move of MIXED_PERTURBATIONS random-sign perturbations: one alone
-        # can cancel by chance at an element (a matmul's sum of signed terms) and leave an
-        # honest kernel's rounding there without slack
-        for k in range(MIXED_PERTURBATIONS):
-            again = self.perturbed_reference(inputs.pristine, inputs.shape, MIXED_TRIAL + 7919 * k)
-            moved = [t for t in flatten(again) if isinstance(t, torch.Tensor)]
-            for i, (a, b) in enumerate(zip(outs, moved, strict=False)):
-                if not a.is_floating_point() or a.shape != b.shape:
-                    continue
-                step = 2 * (b.to(torch.float64) - a.to(torch.float64)).abs()
-                prev = out[i]
-                out[i] = step if prev is None else torch.maximum(prev, step)
-        return out
-
     def perturbed_reference(self, pristine: Any, shape: dict[str, Any], salt: int) -> Any:
         """The reference on a copy of ``pristine`` whose float input elements (not output
         tensors) each moved by the input dtype's ``rtol`` (at least 4 ulp), a random sign
@@ -702,12 +586,6 @@ class Inputs:
                 leaf.mul_(1 + step * signs.to(leaf.dtype))
         with reference_precision(), torch.no_grad():
             return self.problem.ref_output(moved, shape)
-
-    def stress_ratio(self, inputs: TrialInputs, reference: Any) -> float:
-        """After the stress call: how much the reference's output moved against the same
-        inputs unscaled (what the tolerance's ``atol`` is scaled by)."""
-        plain = self.reference(self.make(inputs.shape_index, STRESS_TRIAL, record=False))
-        return _magnitude_ratio(reference, plain)
 
     def reference(self, inputs: TrialInputs) -> Any:
         """The reference output, computed now (after the candidate returned) on a copy."""
@@ -760,62 +638,3 @@ class Inputs:
 def _first_dtype(reference: Any) -> torch.dtype:
     leaves = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
     return leaves[0].dtype if leaves else torch.float32
-
-
-def _mix(t: torch.Tensor, rng: random.Random, classes: list[str]) -> bool:
-    """Scales far apart inside one tensor, in place: a few rows (segments of a vector)
-    and a column scaled up and down (``rows``), one element far out (``spike``), part of
-    a row set to one value (``block``), each in its own row. False: not changed."""
-    if not t.is_contiguous() or t.numel() < 2:
-        return False
-    if t.dim() >= 2:
-        grid = t.view(t.shape[0], -1)
-    else:
-        segments = min(8, t.numel())
-        grid = t[: segments * (t.numel() // segments)].view(segments, -1)
-    rows, cols = grid.shape
-    # a half-precision tensor gets milder factors: an honest kernel squaring a row
-    # scaled up 1000x in fp16 overflows where the reference (upcast inside) does not
-    wide = t.element_size() >= 4
-    big, small = (1e3, 1e-3) if wide else (4.0, 0.25)
-    order = rng.sample(range(rows), k=rows)
-    pick = [order[i % rows] for i in range(4)]
-    column = rng.randrange(cols)
-    with torch.no_grad():
-        peak = float(t.detach().abs().max()) or 1.0
-        if "rows" in classes:
-            grid[pick[0]].mul_(big)
-            if rows > 1:
-                grid[pick[1]].mul_(small)
-            if t.dim() >= 2 and cols > 1:
-                grid[:, column].mul_(big)
-        if "spike" in classes:
-            where = rng.randrange(cols)
-            if cols > 1 and where == column:
-                where = (where + 1) % cols
-            grid[pick[2], where] = rng.choice((-1.0, 1.0)) * big * peak
-        if "block" in classes and cols > 1:
-            start = rng.randrange(cols)
-            end = min(cols, start + max(2, cols // 4))
-            grid[pick[3], start:end] = grid[pick[3], start].clone()
-    return True
-
-
-def _magnitude_ratio(after: Any, before: Any) -> float:
-    """RMS of the stressed reference's float outputs over the plain one's (>0)."""
-
-    def rms(value: Any) -> float:
-        parts = [
-            t.detach().to("cpu", torch.float64)
-            for t in flatten(value)
-            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
-        ]
-        finite = [p[torch.isfinite(p)] for p in parts]
-        total = sum(float((p * p).sum()) for p in finite)
-        count = sum(p.numel() for p in finite)
-        return math.sqrt(total / count) if count else 0.0
-
-    a, b = rms(after), rms(before)
-    if a == 0.0 or b == 0.0 or not math.isfinite(a) or not math.isfinite(b):
-        return 1.0
-    return a / b

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..staticscan import Finding, ScanResult, scan
+from ..staticscan import scan
+from ..staticscan.findings import Finding, ScanResult
 from ..verdict import RungResult
 
 if TYPE_CHECKING:

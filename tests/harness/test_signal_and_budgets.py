@@ -1,6 +1,6 @@
 """Unseen shapes sized by measurement, sizes that belong together, the signal check and
 mixed-scale stress inputs (``harness/unseen.py``, ``harness/signalcheck.py``,
-``harness/rungs/inputs.py``).
+``harness/rungs/inputs.py``, ``harness/rungs/stress.py``).
 
 The planted cheats these close (a distribution sniffer, a zero writer on tiny outputs) and
 their honest counterparts are under ``cheats/`` (``test_harness_cheats.py``); here the
@@ -28,7 +28,8 @@ from harness.problems.problem import load_problem
 from harness.problems.problemspec import Tolerance
 from harness.problems.signalcheck import probe, relative
 from harness.problems.unseen import shape_size, size_links, unseen_shapes
-from harness.rungs.inputs import Inputs, _mix
+from harness.rungs.inputs import Inputs
+from harness.rungs.stress import _mix, mixed_slack, stress_classes
 from harness.runner import LocalRunner, check
 from harness.verdict import Verdict
 
@@ -421,9 +422,9 @@ def test_mixed_scales_change_parts_of_one_tensor() -> None:
 
 def test_which_stress_classes_run(tmp_path: Path) -> None:
     def classes(problem: Path, **options: Any) -> tuple[str, ...]:
-        return Inputs(
-            load_problem(problem), RunOptions(device="cpu", **options), "cpu"
-        ).stress_classes()
+        return stress_classes(
+            Inputs(load_problem(problem), RunOptions(device="cpu", **options), "cpu")
+        )
 
     assert classes(REPO / "examples" / "softmax") == ("rescale", "rows", "spike", "block")
     assert classes(FIXTURES / "gpumode_axpy") == ("rescale",)  # its own check decides
@@ -448,7 +449,7 @@ def test_each_element_is_judged_as_loosely_as_the_reference_is_defined_there() -
     made = inputs.make(1, 0, kind="mixed")
     made.leaves[0][5] = 1.5
     reference = inputs.reference(made)
-    [slack] = inputs.mixed_slack(made, reference)
+    [slack] = mixed_slack(inputs, made, reference)
     assert slack is not None and slack.shape == reference.shape
     assert float(slack[5].median()) > 100 * float(slack[6].median())
 

@@ -339,7 +339,7 @@ def test_200mb_line_is_refused_without_being_held(demo_index: DemoIndex, tmp_pat
 
 
 BROKEN_SERVER = """
-from ctxkernel.mcp import serve
+from ctxkernel.mcp.server import serve
 from ctxkernel.tools import Tool, ToolSet
 
 class Broken(ToolSet):

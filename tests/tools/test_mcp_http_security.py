@@ -23,7 +23,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from ctxkernel.mcp import ProblemRoots, is_loopback
+from ctxkernel.mcp.http import is_loopback
+from ctxkernel.mcp.roots import ProblemRoots
 from ctxkernel.tools import ToolError
 
 from .conftest import DemoIndex, subprocess_env

@@ -17,7 +17,7 @@ from retrieval.conftest import define_corpus
 from tokenizers import Tokenizer
 
 from ctxkernel import Workspace
-from ctxkernel.mcp import ToolServer
+from ctxkernel.mcp.toolserver import ToolServer
 from ctxkernel.tools import Tool, ToolSet
 from ctxkernel.tools.base import MAX_MAX_TOKENS
 

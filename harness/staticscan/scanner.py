@@ -1,139 +1,38 @@
-"""Static scan of a candidate's source: the rules behind the ``pre-checks`` rung.
-
-Walks the AST once, resolving import aliases (``F`` -> ``torch.nn.functional``), and
-reports ``Finding``s (rule id, name, severity, line, message, source line). Bodies of
-kernel functions -- decorated with a backend's ``jit_decorators`` (``@triton.jit``,
-``@cute.jit``, ...; the backend registry lists them) or any decorator named ``*jit`` --
-are exempt from the forbidden-op rules (``tl.dot`` and ``a @ b`` there are the kernel).
-The rule table is in ``rungs/precheck.py``.
-
-A forbidden op is matched where torch (or numpy) is named: ``torch.add``, an alias of it,
-``torch.ops.aten.add`` (an ATen op the problem forbids), ``torch.Tensor.add(x, y)``; and
-as a method, ``x.add(y)``, when ``x`` may be a tensor: not a receiver ``problems/receivers.py``
-finds only ever holds a Python container (``seen = set()``; ``seen.add(k)``).
+"""The static scan's walk: one pass over a candidate's AST that resolves import aliases,
+tracks where it is (kernel function bodies, classes, functions, the entry point) and
+applies every rule as it goes, each a ``Finding`` (the rule ids are in
+``rungs/precheck.py``). The names the rules match are in ``names.py``; which method
+receivers are Python containers, never tensors, is ``problems/receivers.py``'s.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from .backends import jit_decorators
-from .problems.policy import GROUPS, Policy, canonical_name
-from .problems.pysource import parse as parse_source
-from .problems.receivers import Containers
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_FORBIDDEN_IMPORTS = {
-    "subprocess": "subprocess",
-    "threading": "threads",
-    "_thread": "threads",
-    "multiprocessing": "processes",
-    "concurrent": "threads/processes",
-    "socket": "network",
-    "ctypes": "raw memory access",
-    "signal": "signals",
-    "asyncio": "background tasks",
-    "pty": "processes",
-    "urllib.request": "network",
-    "http.client": "network",
-    "requests": "network",
-    "gc": "heap walking",
-    "marshal": "encoded code",
-    "pickle": "encoded data",
-    "dill": "encoded data",
-    "harness": "the harness itself",
-    "ctxkernel": "the harness itself",
-    "faulthandler": "crash handling",
-    "resource": "process limits",
-}
-_PROCESS_CALLS = _words(
-    "os.abort os.execl os.execle os.execlp os.execv os.execve os.execvp os.execvpe "
-    "os.fork os.forkpty os.kill os.killpg os.popen os.posix_spawn os.posix_spawnp "
-    "os.setpgid os.setsid os.spawnl os.spawnv os.spawnve os.system "
+from ..backends import jit_decorators
+from ..problems.policy import GROUPS, Policy, canonical_name
+from ..problems.receivers import Containers
+from .findings import Finding
+from .names import (
+    CACHE_DECORATORS,
+    CHANNEL_CALLS,
+    DYNAMIC_CALLS,
+    EVASION_CALLS,
+    EVASION_NAMES,
+    EXIT_CALLS,
+    FORBIDDEN_IMPORTS,
+    FRAME_ATTRS,
+    FRAME_CALLS,
+    GENERIC_JIT,
+    KEY_ATTRS,
+    LOAD_CALLS,
+    PAYLOAD_CALLS,
+    PROCESS_CALLS,
+    aten_op,
 )
-_DYNAMIC_CALLS = _words(
-    "__import__ compile eval exec importlib.__import__ importlib.import_module "
-    "runpy.run_module runpy.run_path types.CodeType types.FunctionType "
-)
-_PAYLOAD_CALLS = _words(
-    "base64.a85decode base64.b16decode base64.b32decode base64.b64decode base64.b85decode "
-    "base64.decodebytes base64.urlsafe_b64decode binascii.a2b_base64 binascii.a2b_hex "
-    "binascii.unhexlify bytes.fromhex bz2.decompress codecs.decode gzip.decompress "
-    "lzma.decompress marshal.loads pickle.load pickle.loads zlib.decompress "
-)
-_FRAME_CALLS = _words(
-    "gc.get_objects gc.get_referents gc.get_referrers inspect.currentframe "
-    "inspect.getframeinfo inspect.getouterframes inspect.stack inspect.trace "
-    "sys._current_frames sys._getframe traceback.walk_stack "
-)
-_FRAME_ATTRS = _words(
-    "__builtins__ __closure__ __code__ __globals__ cell_contents cr_frame f_back "
-    "f_builtins f_globals f_locals gi_frame tb_frame "
-)
-_EVASION_NAMES = tuple(
-    _words(
-        "_DisableTorchDispatch _DisableTorchFunction _pop_mode _push_mode "
-        "_unset_dispatch_mode _set_dispatch_mode _python_dispatch _pop_torch_function_stack "
-        "DisableTorchFunction _disabled_torch_function_impl "
-    )
-)
-_EVASION_CALLS = _words(
-    "sys.addaudithook sys.setprofile sys.setrecursionlimit sys.settrace threading.settrace "
-)
-_CHANNEL_CALLS = _words(
-    "os.close os.closerange os.dup os.dup2 os.fdopen os.pipe os.read os.write os.writev "
-)
-_EXIT_CALLS = {"sys.exit", "os._exit", "exit", "quit", "os.abort"}
-_LOAD_CALLS = _words(
-    "numpy.fromfile numpy.load numpy.loadtxt safetensors.torch.load_file torch.from_file "
-    "torch.load "
-)
-_CACHE_DECORATORS = _words(
-    "cache functools.cache functools.cached_property functools.lru_cache lru_cache "
-)
-_GENERIC_JIT = ("jit",)  # any decorator whose name ends in jit (numba.jit, a bare @jit)
-_KEY_ATTRS = {"data_ptr", "_version", "untyped_storage", "storage", "_cdata"}
 
 
-def _aten_op(name: str) -> str | None:
-    """``torch.ops.aten.add.Tensor`` -> ``aten::add``."""
-    parts = name.split(".")
-    if len(parts) >= 4 and parts[:3] == ["torch", "ops", "aten"]:
-        return "aten::" + parts[3]
-    return None
-
-
-@dataclass
-class Finding:
-    rule: str
-    name: str
-    severity: str  # "error" | "warning"
-    line: int
-    message: str
-    code: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ScanResult:
-    findings: list[Finding] = field(default_factory=list)
-    jit_ranges: list[tuple[int, int]] = field(default_factory=list)
-    parsed: bool = True
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
-
-class _Scanner(ast.NodeVisitor):
+class Scanner(ast.NodeVisitor):
     def __init__(self, source: str, policy: Policy, entry: str, entry_kind: str) -> None:
         self.lines = source.splitlines()
         self.policy = policy
@@ -174,7 +73,7 @@ class _Scanner(ast.NodeVisitor):
     def forbidden_aten(self, name: str) -> str | None:
         """The ATen op ``torch.ops.aten.<op>...`` names, when the problem forbids it (ops
         forbidden only because the reference runs them are left to the run-time check)."""
-        op = _aten_op(name)
+        op = aten_op(name)
         if op and op in self.policy.aten and op not in self.policy.recorded:
             return op
         return None
@@ -200,7 +99,7 @@ class _Scanner(ast.NodeVisitor):
         return None, False
 
     def import_error(self, module: str, node: ast.AST) -> None:
-        for banned, why in _FORBIDDEN_IMPORTS.items():
+        for banned, why in FORBIDDEN_IMPORTS.items():
             if module == banned or module.startswith(banned + "."):
                 rule = (
                     ("P403", "harness-evasion")
@@ -276,7 +175,7 @@ class _Scanner(ast.NodeVisitor):
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
             name, _ = self.dotted(target)
-            if name and (name.endswith((*names, *_GENERIC_JIT)) or name.startswith(prefixes)):
+            if name and (name.endswith((*names, *GENERIC_JIT)) or name.startswith(prefixes)):
                 return True
         return False
 
@@ -296,7 +195,7 @@ class _Scanner(ast.NodeVisitor):
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
             name, _ = self.dotted(target)
-            if name and canonical_name(name) in _CACHE_DECORATORS | {"functools.cached_property"}:
+            if name and canonical_name(name) in CACHE_DECORATORS | {"functools.cached_property"}:
                 on_entry = node.name in (self.entry, "forward")
                 self.add(
                     "P502",
@@ -454,7 +353,7 @@ class _Scanner(ast.NodeVisitor):
                     node,
                     f"uses torch.ops.aten.{op[6:]} (forbidden by the problem: {self.policy.explain(op)})",
                 )
-            if node.attr in _FRAME_ATTRS:
+            if node.attr in FRAME_ATTRS:
                 self.add(
                     "P402",
                     "frame-walk",
@@ -462,7 +361,7 @@ class _Scanner(ast.NodeVisitor):
                     node,
                     f"reads .{node.attr} (frame walking / function internals)",
                 )
-            if node.attr in _EVASION_NAMES:
+            if node.attr in EVASION_NAMES:
                 self.add(
                     "P403",
                     "harness-evasion",
@@ -628,9 +527,9 @@ class _Scanner(ast.NodeVisitor):
             name == "super().forward" and self.class_stack and self.class_stack[0] == self.entry
         ):
             self.add("P103", "calls-reference", "error", node, f"calls the reference ({name})")
-        if (builtin and name in _DYNAMIC_CALLS) or canon in _DYNAMIC_CALLS:
+        if (builtin and name in DYNAMIC_CALLS) or canon in DYNAMIC_CALLS:
             self.add("P201", "dynamic-code", "error", node, f"calls {canon} (dynamic code)")
-        if canon in _PAYLOAD_CALLS or (
+        if canon in PAYLOAD_CALLS or (
             not imported and name.endswith((".b64decode", ".decompress"))
         ):
             self.add(
@@ -640,13 +539,13 @@ class _Scanner(ast.NodeVisitor):
                 node,
                 f"calls {canon} (decoding an encoded payload)",
             )
-        if canon in _PROCESS_CALLS:
+        if canon in PROCESS_CALLS:
             self.add("P302", "process-call", "error", node, f"calls {canon} (process control)")
-        if canon in _FRAME_CALLS:
+        if canon in FRAME_CALLS:
             self.add("P402", "frame-walk", "error", node, f"calls {canon} (frame or heap walking)")
-        if canon in _EVASION_CALLS:
+        if canon in EVASION_CALLS:
             self.add("P403", "harness-evasion", "error", node, f"calls {canon}")
-        if canon in _CHANNEL_CALLS:
+        if canon in CHANNEL_CALLS:
             self.add(
                 "P404",
                 "channel-tamper",
@@ -654,11 +553,11 @@ class _Scanner(ast.NodeVisitor):
                 node,
                 f"calls {canon} (raw file descriptors: the harness's channel is off limits)",
             )
-        if (builtin and name in ("exit", "quit")) or canon in _EXIT_CALLS:
+        if (builtin and name in ("exit", "quit")) or canon in EXIT_CALLS:
             self.add(
                 "P603", "early-exit", "error", node, f"calls {canon} (ending the process early)"
             )
-        if canon in _LOAD_CALLS:
+        if canon in LOAD_CALLS:
             self.add(
                 "P601", "file-read", "error", node, f"calls {canon} (loading precomputed data)"
             )
@@ -715,7 +614,7 @@ class _Scanner(ast.NodeVisitor):
                 and inner.func.id == "id"
             ):
                 return True
-            if isinstance(inner, ast.Attribute) and inner.attr in _KEY_ATTRS:
+            if isinstance(inner, ast.Attribute) and inner.attr in KEY_ATTRS:
                 return True
             if isinstance(inner, ast.Name) and inner.id in self.identity_names:
                 return True
@@ -757,48 +656,3 @@ class _Scanner(ast.NodeVisitor):
                 "keys a dict by tensor identity (id/data_ptr/_version): a replay cache",
             )
         self.generic_visit(node)
-
-
-def _link_parents(tree: ast.AST) -> None:
-    for parent in ast.walk(tree):
-        for child in ast.iter_child_nodes(parent):
-            child._ck_parent = parent  # type: ignore[attr-defined]
-
-
-def scan(
-    source: str,
-    policy: Policy,
-    entry: str = "custom_kernel",
-    entry_kind: str = "function",
-    enforce_policy: bool = True,
-) -> ScanResult:
-    """Run every static rule over a candidate's source."""
-    try:
-        tree = parse_source(source)
-    except SyntaxError as exc:
-        line = exc.lineno or 0
-        text = (exc.text or "").strip()
-        return ScanResult(
-            [Finding("P001", "syntax", "error", line, f"does not parse: {exc.msg}", text)],
-            parsed=False,
-        )
-    _link_parents(tree)
-    scanner = _Scanner(source, policy, entry, entry_kind)
-    scanner.containers = Containers(tree)
-    scanner.visit(tree)
-    findings = scanner.findings
-    if not scanner.entry_found:
-        kind = "function" if entry_kind == "function" else "class"
-        findings.insert(
-            0,
-            Finding(
-                "P002", "missing-entry", "error", 0, f"defines no {kind} {entry} at module level"
-            ),
-        )
-    if not enforce_policy:
-        # the runtime checks alone (the worker reports a missing entry point itself)
-        for f in findings:
-            if f.rule != "P001":
-                f.severity = "warning"
-    findings.sort(key=lambda f: (f.severity != "error", f.rule == "P002", f.line))
-    return ScanResult(findings, scanner.jit_ranges)
