@@ -50,6 +50,7 @@ class LocalRunner:
 
     def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict:
         from .backends import worker_env_for
+        from .perf import livechecks
         from .records import write_record
         from .rungs.context import LadderContext
         from .rungs.ladder import Ladder
@@ -93,7 +94,8 @@ class LocalRunner:
             )
             ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
-                verdict = (self.ladder or Ladder.default()).run(ctx)
+                with livechecks.registered() as ctx.live:  # seen by this user's other checks
+                    verdict = (self.ladder or Ladder.default()).run(ctx)
             finally:
                 ctx.close()
             verdict.environment["isolation"] = isolation.as_json()

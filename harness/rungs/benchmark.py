@@ -270,6 +270,12 @@ class BenchmarkRung:
             result["timing_note"] += f"; {withheld[0]}"
         elif unfrozen:
             result["timing_note"] += _unfrozen_words(unfrozen[0])
+        elif any(r.get("beside_other_checks") for r in result["rounds"]):
+            result["timing_note"] += (
+                "; another check of this user was running while the reference was timed "
+                "(its candidate may have competed with it): the reference's timing was not "
+                "cached"
+            )
         if result.get("speedup") is not None:
             result["timing_note"] += f"; {result['speedup']:.3g}x the reference"
             if (result["rounds"][0].get("reference") or {}).get("cached"):
@@ -308,7 +314,9 @@ def _time_references(
     candidate's leftovers or, on a shared GPU, another process's work) gets no reference
     timing and so no speedup (``round_info["reference_withheld"]``: why), never a false
     failure. Only a timing measured with the candidate's trees confirmed stopped (and the
-    GPU seen idle) is cached: ``round_info["candidate_frozen"]``."""
+    GPU seen idle) is cached: ``round_info["candidate_frozen"]``; and only when no other
+    check of this user ran at any moment of the window (``perf/livechecks.py``: their
+    candidates are not stopped): ``round_info["beside_other_checks"]`` otherwise."""
     todo: list[tuple[str, WorkerSession, list[float], str | None]] = []
     for (lazy, bucket), subject in zip(subjects, ("reference", "reference_compiled"), strict=True):
         if lazy is None:
@@ -330,6 +338,7 @@ def _time_references(
         return
     stopped_at = time.time()
     with freeze.frozen(ctx.workers.candidate_sessions()) as held:
+        neighbours = ctx.live.watch() if ctx.live is not None else None
         clean = held.confirmed
         if ctx.device == "cuda":
             with _timed(phases, "gpu_idle"):
@@ -362,7 +371,10 @@ def _time_references(
             times = [t * 1e-3 for t in ref_reply["report"]["events_ms"]]
             bucket += times
             round_info[subject] = _round_summary(ref_reply["report"], ref_reply["escape"])
-            if cache_key and clean:
+            alone = ctx.live is not None and neighbours is not None and ctx.live.alone(neighbours)
+            if not alone:  # another check's candidate may have run beside this window
+                round_info["beside_other_checks"] = True
+            if cache_key and clean and alone:
                 ref_clock = reftimes.observed_clock(ref_reply["report"])
                 reftimes.remember(cache_key, times, round_info[subject], ref_clock)
     round_info["freeze"] = held.as_info()

@@ -24,6 +24,7 @@ import torch
 
 from ..backends import get_backend
 from ..perf.ceilings import Ceilings, cache_key, from_measurement, load_cached, store
+from ..perf.livechecks import LiveCheck
 from ..problems.library import LibraryRules
 from ..problems.policy import Policy
 from ..process.session import WorkerGone
@@ -117,6 +118,9 @@ class LadderContext:
     ) -> None:
         self.problem = problem
         self.candidate = candidate
+        # this check's registration among the user's live checks (``perf/livechecks.py``),
+        # set by the runner while the ladder runs; None: the others are not known
+        self.live: LiveCheck | None = None
         self.options = options
         self.device = device
         self.backend = get_backend(candidate.backend)

@@ -6,7 +6,10 @@ candidate left burning would compete with the reference, inflate its time -- and
 speedup, and, through the reference-timing cache, every later candidate's. The rung stops
 every process of the candidate's workers (``harness/process/freeze.py``) while the
 reference is timed, continues them after, and caches a reference timing only when the
-candidate's trees were confirmed stopped.
+candidate's trees were confirmed stopped -- and no other check of the user was running at
+any moment of the window (``harness/perf/livechecks.py``): their candidates are not
+stopped, and one left burning there would slow this reference and, through the cache,
+speed up its own later check.
 
 On the CPU the rung runs against the simulated GPU session (``simgpu.py``), its candidate
 worker standing for a real process tree (a launcher, a subreaper as in ``none`` mode, and a
@@ -30,7 +33,7 @@ from cheatspec import EXAMPLES
 from conftest import fast_options
 from simgpu import FakeGPU, Frames, simulated_bench
 
-from harness.perf import gpuidle, reftimes
+from harness.perf import gpuidle, livechecks, reftimes
 from harness.process import freeze, lifetime
 
 CHEAT = Path(__file__).resolve().parent / "cheats" / "c16_work_left_behind.py"
@@ -198,7 +201,8 @@ def _bench_with_tree(
         root_of=lambda role: None if role.startswith("reference") else proc.pid,
     )
     ctx.options.bench_budget_s = 0.3  # simulated seconds: fewer calls on a busy machine
-    result = BenchmarkRung().run(ctx, Earlier())
+    with livechecks.registered() as ctx.live:  # as the runner registers a check
+        result = BenchmarkRung().run(ctx, Earlier())
     assert result.ok, result.reason
     (start, before), (end, after) = seen["first"], seen["last"]
     seen["window_s"] = end - start
@@ -406,3 +410,86 @@ def test_the_planted_cheats_leftovers_are_stopped_in_a_sandboxed_worker(
         assert len(_burning(root, 3)) >= 3
     finally:
         ctx.close()
+
+
+_NEIGHBOUR = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from harness.perf import livechecks
+with livechecks.registered(Path(sys.argv[3]) if sys.argv[3] else None):
+    print("live", flush=True)
+    time.sleep(float(sys.argv[2]))
+print("gone", flush=True)
+"""
+
+
+def _neighbour(seconds: float, where: Path | None = None) -> subprocess.Popen[str]:
+    """Another check of this user (another process), live for ``seconds``, registered in
+    ``where`` (default: the user's folder, as a check does)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _NEIGHBOUR, str(REPO), str(seconds), str(where or "")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "live"
+    return proc
+
+
+def test_live_checks_see_each_other_in_threads_and_processes_and_not_the_dead(
+    tmp_path: Path,
+) -> None:
+    where = tmp_path / "live"
+    with livechecks.registered(where) as one:
+        assert one is not None and one.others() == 0
+        with livechecks.registered(where) as two:  # another check of this process
+            assert two is not None
+            assert one.others() == 1 and two.others() == 1
+        assert one.others() == 0
+        # a check that died left its file: nobody holds it, so it is not counted, and swept
+        (where / "check-1-dead").write_text("")
+        assert one.others() == 0 and not (where / "check-1-dead").exists()
+        neighbour = _neighbour(30.0, where)  # another process
+        try:
+            assert one.others() == 1
+        finally:
+            neighbour.kill()
+            neighbour.wait()
+        assert one.others() == 0  # killed: its lock went with it
+
+
+def test_a_neighbour_that_came_and_went_inside_a_window_is_seen(tmp_path: Path) -> None:
+    where = tmp_path / "live"
+    with livechecks.registered(where) as me:
+        assert me is not None
+        quiet = me.watch()
+        assert me.alone(quiet)
+        window = me.watch()
+        neighbour = _neighbour(0.0, where)  # starts and ends while the window is open
+        assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "gone"
+        neighbour.wait()
+        assert me.others() == 0  # nothing live now ...
+        assert not me.alone(window)  # ... but it was, inside the window
+        assert me.alone(me.watch())
+
+
+def test_a_reference_timed_while_another_check_runs_is_not_cached(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch, tree: subprocess.Popen[bytes]
+) -> None:
+    """Another check's candidate is not stopped while this check times its reference (it
+    may burn a core or keep the GPU busy right then): the reference is timed and reported,
+    never cached, and the note says why."""
+    _gpu(monkeypatch, busy_s=0.0)
+    neighbour = _neighbour(300.0)
+    try:
+        result, _ = _bench_with_tree(fake_gpu, monkeypatch, tree)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    shape = result.details["shapes"][0]
+    round_info = shape["rounds"][0]
+    assert round_info["candidate_frozen"] is True  # its own candidate was stopped ...
+    assert round_info["beside_other_checks"] is True  # ... another's was not
+    assert "another check of this user was running" in shape["timing_note"]
+    assert shape["speedup"] is not None
+    assert not (reftimes._read(reftimes.cache_file()).get("entries") or {})
