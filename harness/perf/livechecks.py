@@ -15,7 +15,10 @@ file nobody holds, swept by the next look). Each start and end also bumps an epo
 counter under an exclusive lock), so a neighbour that came and went inside a window is
 seen too. ``LiveCheck.watch()`` opens a window; ``alone(window)`` says whether no other
 check was live at any moment of it. The benchmark caches a reference timing only then.
-Worker processes never see the folder (it is under the cache the walls keep from them).
+Workers cannot write the folder (in the namespace modes they do not see it; in ``none``
+mode they can read it): a lock a worker takes on a file there can only make a check think
+it is not alone (no cache), and the epoch's lock is waited for at most ``LOCK_WAIT_S``, so
+it cannot hang a check either.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +36,7 @@ from ..paths import cache_dir
 
 FOLDER = "live-checks"
 EPOCH = "epoch"
+LOCK_WAIT_S = 0.5  # at most, for the epoch's lock
 
 
 def folder() -> Path:
@@ -43,7 +48,7 @@ class Window:
     """What a window saw when it opened: other checks live then, and the epoch."""
 
     others: int
-    epoch: int
+    epoch: int | None  # None: not read (its lock held elsewhere)
 
 
 class LiveCheck:
@@ -79,7 +84,7 @@ class LiveCheck:
                 os.close(fd)
         return count
 
-    def epoch(self) -> int:
+    def epoch(self) -> int | None:
         return _epoch(self.where, bump=False)
 
     def watch(self) -> Window:
@@ -88,14 +93,29 @@ class LiveCheck:
     def alone(self, window: Window) -> bool:
         """No other check was live at any moment since ``window`` opened: none then, none
         now, and none started or ended between."""
-        return window.others == 0 and self.epoch() == window.epoch and self.others() == 0
+        if window.others or window.epoch is None:
+            return False
+        return self.epoch() == window.epoch and self.others() == 0
 
 
-def _epoch(where: Path, bump: bool) -> int:
-    """The epoch counter, bumped (under an exclusive lock) when ``bump``."""
-    fd = os.open(where / EPOCH, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _epoch(where: Path, bump: bool) -> int | None:
+    """The epoch counter, bumped when ``bump``; None when its lock is not had within
+    ``LOCK_WAIT_S`` (a none-mode worker can read the folder and so hold a lock on the file:
+    that must cost a cached timing, never hang a check)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(where / EPOCH, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.002)
         raw = os.pread(fd, 32, 0).strip()
         value = int(raw) if raw.isdigit() else 0
         if bump:
@@ -104,6 +124,8 @@ def _epoch(where: Path, bump: bool) -> int:
             os.pwrite(fd, text, 0)
             os.ftruncate(fd, len(text))
         return value
+    except OSError:
+        return None
     finally:
         os.close(fd)
 

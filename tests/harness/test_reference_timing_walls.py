@@ -493,3 +493,25 @@ def test_a_reference_timed_while_another_check_runs_is_not_cached(
     assert "another check of this user was running" in shape["timing_note"]
     assert shape["speedup"] is not None
     assert not (reftimes._read(reftimes.cache_file()).get("entries") or {})
+
+
+def test_a_lock_held_on_the_epoch_costs_the_cache_never_a_hang(tmp_path: Path) -> None:
+    """In none mode a worker can read the folder, so it can hold a lock on the epoch file
+    (opened read-only): a check then neither hangs nor takes itself to be alone."""
+    import fcntl
+
+    where = tmp_path / "live"
+    with livechecks.registered(where) as me:
+        assert me is not None
+        fd = os.open(where / livechecks.EPOCH, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            start = time.monotonic()
+            window = me.watch()
+            with livechecks.registered(where) as other:  # another check starts meanwhile
+                assert other is not None
+            assert not me.alone(window)
+            assert time.monotonic() - start < 5 * livechecks.LOCK_WAIT_S + 2.0
+        finally:
+            os.close(fd)
+        assert me.alone(me.watch())  # the lock gone, the count is read again
