@@ -16,6 +16,12 @@
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
 #             one .whl/rest-content.tar.xz -- `for w in WHEELS; do unzip -q $w -d D; done;
 #             tar cf - -C D . | xz -9e` -- 2.8 MB instead of 4.7: tree and .whl then fit 64 MiB)
+#   hostesc   the CUDA C++ `load_inline` candidate whose host code tries the escapes
+#             (tests/harness/walls/gpu_host_code_escapes.py through test_walls.py -k cuda_host),
+#             the test's own two modes, default and none (two CUDA builds, ~1 min each)
+#   sol       the bf16 GEMM examples at BENCH_SHAPES (8192^3 first) through `check --bench
+#             --compile-ref --json`, twice each (the SOL score and the library/compile baselines
+#             of the verdict; the two runs must agree within 2 %); time nothing beside it
 #   tilelang  the TileLang vector add and bf16 GEMM inside the walls, default and none mode
 #             (carry .whl-tl: bench/gpu/prepare-tilelang-wheels.sh; not in the same call as
 #             cutedsl: both sets together pass 64 MiB)
@@ -107,6 +113,23 @@ if has cheats; then
   OUT="$W/cheats" SKIP_TESTS=1 timeout -k 5 ${CHEATS_S:-330} bash bench/gpu/gpu_evidence.sh \
     > "$W/cheats.log" 2>&1
   echo "exit $?" >> "$W/cheats.log"; cut -c1-400 "$W/cheats.log"
+fi
+if has hostesc; then
+  stamp "CUDA C++ host-code escapes (the test runs the default mode and none mode)"
+  timeout -k 5 ${HOSTESC_S:-300} python3 -m pytest -q -p no:cacheprovider -rA -m gpu -k cuda_host \
+    tests/harness/test_walls.py > "$W/hostesc.log" 2>&1
+  echo "exit $?" >> "$W/hostesc.log"; echo "== hostesc"; tail -5 "$W/hostesc.log"
+fi
+if has sol; then
+  stamp "GEMM speed of light, twice"
+  for run in 1 2; do
+    for cand in ${SOL_CANDS:-solution_triton_wgmma}; do
+      timeout -k 5 ${SOL_S:-150} python3 -m harness check --no-server --no-record examples/matmul_bf16 \
+        "examples/matmul_bf16/$cand.py" --device cuda --bench --compile-ref --json \
+        > "$W/sol-$cand-$run.json" 2> "$W/sol-$cand-$run.err"
+      echo "== sol $cand run $run: exit $?"; tail -c 300 "$W/sol-$cand-$run.err"
+    done
+  done
 fi
 if has cutedsl && [ -d .whl ]; then
   stamp "CuTeDSL inside the walls"
