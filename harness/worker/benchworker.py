@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import timing
-from .timing import Bench, BenchConfig, bench_seed, escape_findings, leaves, tensor_bytes
+from .calltensors import leaves
+from .timing import Bench, BenchConfig, bench_seed, escape_findings, tensor_bytes
 
 if TYPE_CHECKING:
     from .state import WorkerState

@@ -45,6 +45,7 @@ import torch
 
 from ..perf.benchstats import MIN_TIMED_SAMPLES, StopRule, quantile
 from . import witness
+from .calltensors import leaves
 
 # captured before any candidate code runs
 _perf_counter = time.perf_counter
@@ -87,14 +88,6 @@ def keep_priority(key: int, index: int) -> int:
     """Bottom-K sampling priority: the kept calls are unpredictable without the key."""
     digest = hashlib.sha256(f"keep:{key}:{index}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
-
-
-def leaves(value: Any) -> list[Any]:
-    if _isinstance(value, (tuple, list)):
-        return [leaf for v in value for leaf in leaves(v)]
-    if _isinstance(value, dict):
-        return [leaf for v in value.values() for leaf in leaves(v)]
-    return [value]
 
 
 def tensor_bytes(value: Any) -> int:
