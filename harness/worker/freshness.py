@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from .calltensors import same_bytes
+
 _Tensor = torch.Tensor
 _type = type
 MAX_KEPT = 32
@@ -159,12 +161,4 @@ class OutputHistory:
         return out
 
 
-def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0:
-        return True
-    x = a.contiguous().reshape(-1).view(torch.uint8)
-    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
-    return bool(torch.equal(x, y))
-
-
-__all__ = ["OutputHistory", "fresh_slots", "poison", "same_bytes", "storage_range"]
+__all__ = ["OutputHistory", "fresh_slots", "poison", "storage_range"]
