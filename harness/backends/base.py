@@ -52,6 +52,9 @@ class LaunchCounter:
     count: int = 0
     names: set[str] = field(default_factory=set)
     generated: set[str] = field(default_factory=set)
+    depth: int = (
+        0  # launches running now (a backend that tracks it): the host reads inside are its own
+    )
 
     def reset(self) -> None:
         self.count = 0

@@ -252,7 +252,11 @@ def _wrap_run(cls: Any, counter: LaunchCounter) -> None:
             if record_only:
                 counter.count += 1
                 return None
-        result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        counter.depth += 1
+        try:
+            result = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        finally:
+            counter.depth -= 1
         if not warmup:
             counter.count += 1
             name = getattr(self, "__name__", None) or getattr(

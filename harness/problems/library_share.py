@@ -132,7 +132,26 @@ def measure_gpu(call: dict[str, Any], source: str, exact: bool) -> Share | None:
             own_names.append(str(name))
         else:
             library.append((str(name), float(us) / total))
-    return Share(own_time / total, "device time", library, own_names)
+    own = own_time / total
+    elements = int(call.get("input_elements") or 0)
+    if elements > 0:  # the inputs read on the host: work of no kernel, whatever its time
+        for name, n in host_reads(call).items():
+            fraction = min(1.0, n / elements)
+            library.append((name, fraction))
+            own = min(own, 1.0 - fraction)
+        library.sort(key=lambda kv: -kv[1])
+    return Share(own, "device time", library, own_names)
+
+
+def host_reads(call: dict[str, Any]) -> dict[str, int]:
+    """Tensor elements candidate code handed to host code outside its kernel launches
+    (``Tensor.numpy``, ``tolist``, DLPack), by method: numpy computing on them is work
+    no kernel of the candidate did."""
+    return {
+        f"host code (Tensor.{name})": int(n)
+        for name, n in (call.get("host_elements") or {}).items()
+        if int(n) > 0
+    }
 
 
 def measure_cpu(call: dict[str, Any]) -> Share | None:
@@ -143,6 +162,7 @@ def measure_cpu(call: dict[str, Any]) -> Share | None:
     kernel's result reads little)."""
     total = int(call.get("input_elements") or 0)
     given = {str(k): int(v) for k, v in (call.get("aten_elements") or {}).items()}
+    given.update(host_reads(call))
     if total <= 0:
         return None
     spent = min(total, sum(given.values()))
@@ -152,6 +172,7 @@ def measure_cpu(call: dict[str, Any]) -> Share | None:
 
 __all__ = [
     "Share",
+    "host_reads",
     "kernel_function",
     "kernel_profiler",
     "kernel_records",

@@ -163,6 +163,7 @@ class AuditGuard:
     take_violations: Callable[[], list[Violation]]
     is_active: Callable[[], bool]
     owned_threads: set[int] = field(default_factory=set)  # idents of threads torch started
+    record: Callable[[str, str], None] = lambda kind, message: None  # a violation, not refused
 
 
 def program_name(path: Any) -> str:
@@ -434,7 +435,7 @@ def install_audit_guard(
     def active() -> bool:
         return bool(state["active"])
 
-    return AuditGuard(activate, deactivate, take, active, owned_threads)
+    return AuditGuard(activate, deactivate, take, active, owned_threads, record)
 
 
 def _wrap_thread_starters(
@@ -481,11 +482,53 @@ def _wrap_thread_starters(
 # -- op recording ------------------------------------------------------------------------
 
 
+# op namespaces whose ops are torch's own kernels: the rest (a candidate's
+# ``torch.library`` ops, C++ ones too) run with the recorder's modes on inside them
+OPAQUE_SAFE = frozenset({"aten", "prims"})
+
+
+def _inside(mode: Any, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """``func`` redispatched past the Python key, ``mode`` pushed again for its inner ops."""
+    import torch
+
+    after = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+    tensors = [
+        a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)
+    ]
+    keys = after
+    if tensors:
+        keys = torch._C._dispatch_keys(tensors[0])
+        for t in tensors[1:]:
+            keys = keys | torch._C._dispatch_keys(t)
+        keys = keys & after
+    with mode:
+        return func.redispatch(keys, *args, **kwargs)
+
+
+# Tensor methods that hand a tensor's content to host code (numpy arrays, Python lists and
+# numbers, DLPack capsules numpy reads, raw storage)
+HOST_READS = frozenset(
+    {
+        "numpy",
+        "__array__",
+        "tolist",
+        "__dlpack__",
+        "to_dlpack",
+        "untyped_storage",
+        "storage",
+        "_typed_storage",
+        "__reduce_ex__",
+    }
+)
+
+
 class OpRecorder:
     """Records ATen ops (dispatch mode, with the seconds spent in each) and torch functions
     (function mode) during a call."""
 
-    def __init__(self) -> None:
+    def __init__(self, launching: Callable[[], bool] | None = None) -> None:
+        """``launching``: whether a kernel launch of the backend runs now (the host reads
+        of its launcher, the Triton interpreter's, are the kernel's, not host compute)."""
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -494,6 +537,11 @@ class OpRecorder:
         self.seconds: dict[str, float] = {}
         self.elements: dict[str, int] = {}  # tensor elements each op was given
         self.functions: Counter[str] = Counter()
+        # tensor elements candidate code turned into host data (numpy, lists, DLPack)
+        # outside a kernel launch: work done there is nobody's kernel
+        self.host: Counter[str] = Counter()
+        host = self.host
+        in_launch = launching or (lambda: False)
         aten = self.aten
         seconds = self.seconds
         elements = self.elements
@@ -518,7 +566,12 @@ class OpRecorder:
                 name = str(packet).replace(".", "::", 1)
                 aten[name] += 1
                 start = clock()
-                out = func(*args, **(kwargs or {}))
+                if getattr(func, "namespace", "aten") in OPAQUE_SAFE:
+                    out = func(*args, **(kwargs or {}))
+                else:
+                    # an op of its own (torch.library): run below the Python key with the
+                    # modes back on, so the ops inside it are seen too
+                    out = _inside(self, func, args, kwargs or {})
                 seconds[name] = seconds.get(name, 0.0) + clock() - start
                 given = sum(a.numel() for a in args if isinstance(a, tensor_type))
                 elements[name] = elements.get(name, 0) + given
@@ -527,7 +580,15 @@ class OpRecorder:
         class _Function(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
                 if not compiling():  # dynamo traces modes: record nothing into its graphs
-                    functions[getattr(func, "__name__", str(func))] += 1
+                    name = getattr(func, "__name__", str(func))
+                    functions[name] += 1
+                    if (
+                        name in HOST_READS
+                        and args
+                        and isinstance(args[0], tensor_type)
+                        and not in_launch()
+                    ):
+                        host[name] += args[0].numel()
                 return func(*args, **(kwargs or {}))
 
         self._dispatch_cls = _Dispatch
@@ -536,6 +597,7 @@ class OpRecorder:
         self._torch = torch
 
     def reset(self) -> None:
+        self.host.clear()
         self.aten.clear()
         self.seconds.clear()
         self.elements.clear()

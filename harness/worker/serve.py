@@ -57,7 +57,7 @@ from ..problems.library import is_compute, op_stem
 from ..problems.library_share import kernel_profiler as _kernel_profiler
 from ..problems.library_share import kernel_records
 from ..process import channel
-from . import benchworker, calltensors, jitclock, timing
+from . import benchworker, calltensors, jitclock, timing, torchstate
 from .compiled import forbidden_compiled
 from .compiled import prepare as prepare_torch_compile
 from .freshness import OutputHistory, fresh_slots
@@ -86,6 +86,7 @@ class Worker:
         self.models: dict[str, Any] = {}
         self.counter: LaunchCounter | None = None
         self.recorder: OpRecorder | None = None
+        self.dispatch_state: torchstate.DispatchState | None = None
         self.snapshot: IdentitySnapshot | None = None
         self.guard: Any = None
         self.process_state: ProcessState | None = None
@@ -180,12 +181,22 @@ class Worker:
 
         install_candidate_api()
         backend.prepare_trace(self.device, os.path.join(self.workdir, str(req["candidate"])))
-        self.recorder = OpRecorder()
+        counter = self.counter
+        self.recorder = OpRecorder(launching=lambda: counter is not None and counter.depth > 0)
         self.recorder.warm_up()
+        # the switches that turn the recorder off report candidate use once the guard is
+        # up (its handle is kept in this closure, not where candidate code could reach it)
+        guard_of: list[Any] = []
+        torchstate.watch_switches(
+            lambda: bool(guard_of) and guard_of[0].is_active(),
+            lambda kind, message: guard_of[0].record(kind, message) if guard_of else None,
+        )
         env = self.environment(backend.environment())
         extra = [*snapshot_harness_modules(), "__main__"]
         self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
+        self.dispatch_state = torchstate.DispatchState.take()
         self.guard = install_audit_guard(self.workdir)
+        guard_of.append(self.guard)
         self.process_state = ProcessState.take(self.guard.owned_threads)
         self.os_threads = _os_threads()
         sys.dont_write_bytecode = True
@@ -433,6 +444,7 @@ class Worker:
             "aten": dict(recorder.aten.most_common(24)),
             "aten_s": dict(sorted(seconds.items(), key=lambda kv: -kv[1])[:16]),
             "aten_elements": {op: n for op, n in recorder.elements.items() if is_compute(op)},
+            "host_elements": dict(recorder.host),
         }
         if self.torch_compile:
             record["compiled_forbidden"] = forbidden_compiled(self.forbidden_stems)
@@ -511,6 +523,9 @@ class Worker:
             for message in self.process_state.differences():
                 found.append({"kind": "background", "message": message})
             self.process_state.restore()
+        if self.dispatch_state is not None:
+            for message in self.dispatch_state.differences():
+                found.append({"kind": "torch_dispatch", "message": message})
         return found
 
     def describe_error(self, exc: BaseException, phase: str, backend: Any) -> dict[str, Any]:

@@ -1,0 +1,172 @@
+"""What candidate code may not do to torch's dispatch: the op recorder's blind spots.
+
+The op recorder (``guards.OpRecorder``) sees a call's work through a torch function mode
+and a dispatch mode. Three ways around it, each closed here:
+
+- **A mode left on the stack** (pushed at import, or during a call and never popped) sees
+  the harness's own tensor work between calls -- the inputs being placed, outputs
+  snapshotted -- and can compute the answer there, outside every window the recorder
+  and the profiler watch. ``DispatchState.differences`` reports any torch function,
+  dispatch or infra (fake, proxy, functional) mode found after import or after a call,
+  and pops it.
+- **An operator of its own** (``torch.library.custom_op``, a ``Library`` impl): a
+  dispatch mode runs an op with the modes off, so the library ops inside ``cand::op``
+  would never be seen; the recorder runs an op outside ATen with its modes back on
+  (``guards.OpRecorder``). An impl registered for an ATen op the worker itself runs
+  (``aten::copy_`` on CPU) would change the harness's own tensor work:
+  ``DispatchState.differences`` reports a changed kernel table of those ops.
+- **A switch that turns the modes off** (``DisableTorchFunction``, ``_DisableTorchDispatch``,
+  ``_disable_current_modes``, a guard excluding the Python dispatch key, popping the
+  stacks): ``watch_switches`` replaces each in its module, before the candidate is
+  imported, by one that records a violation when candidate code (not torch's own) uses
+  it while a call runs. A name built at run time (``getattr(torch._C, "Disable" + ...)``)
+  finds the wrapper too.
+
+Imports nothing of the ladder; the worker (``serve.py``) takes the state before import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+# the ops the worker itself runs on inputs and outputs between and around calls
+WATCHED_OPS = (
+    "aten::copy_",
+    "aten::clone",
+    "aten::equal",
+    "aten::eq.Tensor",
+    "aten::fill_.Scalar",
+    "aten::zero_",
+    "aten::empty.memory_format",
+    "aten::empty_strided",
+    "aten::_to_copy",
+    "aten::view",
+    "aten::contiguous",
+)
+
+
+def _dumps() -> dict[str, str]:
+    out = {}
+    for name in WATCHED_OPS:
+        try:
+            out[name] = torch._C._dispatch_dump(name)
+        except RuntimeError:  # an op this torch does not have
+            continue
+    return out
+
+
+def _mode_name(mode: Any) -> str:
+    return type(mode).__name__
+
+
+@dataclass
+class DispatchState:
+    """The kernels of the ops the worker itself runs, before candidate code ran."""
+
+    dumps: dict[str, str]
+    reported: set[str] = field(default_factory=set)
+
+    @classmethod
+    def take(cls) -> DispatchState:
+        return cls(_dumps())
+
+    def differences(self) -> list[str]:
+        """What candidate code left: modes (popped here), kernels of the watched ops."""
+        out = [*left_modes()]
+        for name, dump in _dumps().items():
+            if dump != self.dumps.get(name, dump):
+                out.append(
+                    f"candidate code replaced a kernel of {name}: the harness's own tensor "
+                    "work runs it"
+                )
+        fresh = [m for m in out if m not in self.reported]
+        self.reported.update(fresh)
+        return fresh
+
+
+def left_modes() -> list[str]:
+    """Torch function, dispatch and infra modes on the stacks (none should be between
+    calls); each is popped, so nothing of the harness's runs under it again."""
+    found = []
+    while torch._C._len_torch_function_stack() > 0:
+        mode = torch._C._pop_torch_function_stack()
+        found.append(f"a torch function mode ({_mode_name(mode)})")
+    while torch._C._len_torch_dispatch_stack() > 0:
+        mode = torch._C._pop_torch_dispatch_stack(None)
+        found.append(f"a torch dispatch mode ({_mode_name(mode)})")
+    for key in torch._C._TorchDispatchModeKey.__members__.values():
+        mode = torch._C._get_dispatch_mode(key)
+        if mode is not None:
+            torch._C._unset_dispatch_mode(key)
+            found.append(f"a torch dispatch mode ({_mode_name(mode)})")
+    if torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python):
+        torch._C._dispatch_tls_set_dispatch_key_excluded(torch._C.DispatchKey.Python, False)
+        found.append("the Python dispatch key excluded (the op recorder switched off)")
+    return [
+        f"candidate code left {what} active after it returned: it sees the harness's own "
+        "tensor work between calls"
+        for what in found
+    ]
+
+
+# (module, attribute): what turns the op recorder's modes off, or takes them off the stack
+SWITCHES = (
+    ("torch._C", "DisableTorchFunction"),
+    ("torch._C", "_DisableTorchDispatch"),
+    ("torch._C", "_ExcludeDispatchKeyGuard"),
+    ("torch._C", "_ForceDispatchKeyGuard"),
+    ("torch._C", "_SetExcludeDispatchKeyGuard"),
+    ("torch._C", "_dispatch_tls_set_dispatch_key_excluded"),
+    ("torch._C", "_pop_torch_function_stack"),
+    ("torch._C", "_pop_torch_dispatch_stack"),
+    ("torch._C", "_unset_dispatch_mode"),
+    ("torch.utils._python_dispatch", "_disable_current_modes"),
+    ("torch.utils._python_dispatch", "_pop_mode"),
+    ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
+    ("torch.overrides", "_pop_mode"),
+    ("torch.overrides", "_pop_mode_temporarily"),
+)
+
+
+def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None]) -> None:
+    """Replace each of ``SWITCHES`` by a wrapper that records a violation when it is used
+    by code outside torch's own package while ``active()`` (a candidate call runs)."""
+    torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+    getframe = sys._getframe
+
+    def from_candidate() -> bool:
+        try:
+            caller = getframe(2).f_code.co_filename
+        except ValueError:
+            return True
+        return not os.path.realpath(caller).startswith(torch_dir)
+
+    def wrap(original: Any, label: str) -> Any:
+        def switch(*args: Any, **kwargs: Any) -> Any:
+            if active() and from_candidate():
+                record(
+                    "recorder_off",
+                    f"candidate code switched the op recorder off ({label}): the work "
+                    "it does then is hidden",
+                )
+            return original(*args, **kwargs)
+
+        switch.__name__ = getattr(original, "__name__", label)
+        switch.__qualname__ = getattr(original, "__qualname__", label)
+        switch.__doc__ = getattr(original, "__doc__", None)
+        return switch
+
+    for module_name, attr in SWITCHES:
+        module = sys.modules.get(module_name)
+        original = getattr(module, attr, None) if module is not None else None
+        if original is not None:
+            setattr(module, attr, wrap(original, f"{module_name}.{attr}"))
+
+
+__all__ = ["SWITCHES", "WATCHED_OPS", "DispatchState", "left_modes", "watch_switches"]

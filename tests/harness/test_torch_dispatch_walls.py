@@ -1,0 +1,161 @@
+"""The op recorder's blind spots closed (``harness/worker/torchstate.py``, ``guards.OpRecorder``,
+``library_share.host_reads``); end to end, the planted cheats c01_custom_op_*,
+c01_numpy_host_compute and c08_lingering_*/c08_recorder_switched_off show each caught.
+
+What changes torch's process-wide state (a mode left on the stack, a kernel registered for
+an ATen op, the switches wrapped) runs in a child process of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from harness.problems.library_share import measure_cpu, measure_gpu
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _child(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_a_mode_left_on_the_stack_is_named_and_popped() -> None:
+    out = _child(
+        """
+        import torch
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from harness.worker.torchstate import DispatchState
+
+        class Watch(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        class Spy(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        state = DispatchState.take()
+        assert state.differences() == []
+        Watch().__enter__()
+        Spy().__enter__()
+        found = state.differences()
+        print(len(found))
+        print("\\n".join(found))
+        print(torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack())
+        """
+    )
+    lines = out.splitlines()
+    assert lines[0] == "2"
+    assert "torch function mode (Watch)" in out and "torch dispatch mode (Spy)" in out
+    assert lines[-1] == "0 0"  # popped: nothing of the harness's runs under them again
+
+
+def test_a_kernel_registered_for_an_op_the_worker_runs_is_reported() -> None:
+    out = _child(
+        """
+        import torch
+        from harness.worker.torchstate import DispatchState
+
+        state = DispatchState.take()
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("zero_", lambda t: t, "CPU")
+        print("\\n".join(state.differences()))
+        print("again:", state.differences())
+        """
+    )
+    assert "replaced a kernel of aten::zero_" in out
+    assert "again: []" in out  # reported once
+
+
+def test_the_switches_report_candidate_use_during_a_call_only() -> None:
+    out = _child(
+        """
+        import torch
+        from harness.worker import torchstate
+
+        active = [False]
+        seen = []
+        torchstate.watch_switches(lambda: active[0], lambda kind, message: seen.append(message))
+        off = getattr(torch._C, "Disable" + "TorchFunction")
+        with off():
+            pass
+        print("idle:", len(seen))
+        active[0] = True
+        with off():
+            pass
+        with torch.utils._python_dispatch._disable_current_modes():
+            pass
+        print("\\n".join(seen))
+        """
+    )
+    assert "idle: 0" in out
+    assert "switched the op recorder off (torch._C.DisableTorchFunction)" in out
+    assert "(torch.utils._python_dispatch._disable_current_modes)" in out
+
+
+def test_ops_inside_a_custom_op_are_recorded() -> None:
+    out = _child(
+        """
+        import torch
+        from harness.worker.guards import OpRecorder
+
+        @torch.library.custom_op("ckt::vsum", mutates_args=())
+        def vsum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return x + y
+
+        recorder = OpRecorder()
+        x = torch.ones(8)
+        with torch.no_grad(), recorder:
+            out = vsum(x, x)
+        print(float(out.sum()), sorted(recorder.aten))
+        """
+    )
+    assert out.startswith("16.0")
+    assert "ckt::vsum" in out and "aten::add" in out
+
+
+def test_host_reads_count_outside_kernel_launches_only() -> None:
+    out = _child(
+        """
+        import torch
+        from harness.worker.guards import OpRecorder
+
+        launching = [False]
+        recorder = OpRecorder(launching=lambda: launching[0])
+        x = torch.ones(100)
+        with recorder:
+            x.numpy().sum()
+            x[:3].tolist()
+            launching[0] = True
+            x.numpy()  # a launcher's (the interpreter's) own read
+        print(dict(recorder.host))
+        """
+    )
+    assert "'numpy': 100" in out and "'tolist': 3" in out
+
+
+def test_host_reads_are_library_work_in_both_shares() -> None:
+    call = {"input_elements": 200, "aten_elements": {}, "host_elements": {"numpy": 200}}
+    cpu = measure_cpu(call)
+    assert cpu is not None and cpu.own == 0.0
+    assert "host code (Tensor.numpy)" in cpu.describe()
+    gpu_call = {
+        **call,
+        "kernels": [["copy_kernel", 10.0, 1]],
+        "own_kernels": ["copy_kernel"],
+    }
+    gpu = measure_gpu(gpu_call, "", exact=True)
+    assert gpu is not None and gpu.own == 0.0  # the one kernel is its own; the work was not
+    honest = measure_gpu({**gpu_call, "host_elements": {}}, "", exact=True)
+    assert honest is not None and honest.own == 1.0
