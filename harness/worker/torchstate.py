@@ -126,6 +126,8 @@ SWITCHES = (
     ("torch._C", "_pop_torch_function_stack"),
     ("torch._C", "_pop_torch_dispatch_stack"),
     ("torch._C", "_unset_dispatch_mode"),
+    ("torch._C", "_disabled_torch_function_impl"),
+    ("torch._C", "_disabled_torch_dispatch_impl"),
     ("torch.utils._python_dispatch", "_disable_current_modes"),
     ("torch.utils._python_dispatch", "_pop_mode"),
     ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
@@ -162,11 +164,25 @@ def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None
         switch.__doc__ = getattr(original, "__doc__", None)
         return switch
 
+    wrapped: dict[int, Any] = {}
     for module_name, attr in SWITCHES:
         module = sys.modules.get(module_name)
         original = getattr(module, attr, None) if module is not None else None
         if original is not None:
-            setattr(module, attr, wrap(original, f"{module_name}.{attr}"))
+            wrapped[id(original)] = wrap(original, f"{module_name}.{attr}")
+            setattr(module, attr, wrapped[id(original)])
+    # the same objects under other names (``torch.DisableTorchFunction``, ``no_dispatch``
+    # in torch's own modules): a module imported later reads the wrapped attribute
+    for module in list(sys.modules.values()):
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict):
+            continue
+        for attr, value in list(names.items()):
+            if id(value) in wrapped and names.get(attr) is value:
+                try:
+                    setattr(module, attr, wrapped[id(value)])
+                except (AttributeError, TypeError):  # a read-only module: nothing to swap
+                    continue
 
 
 __all__ = ["SWITCHES", "WATCHED_OPS", "DispatchState", "left_modes", "watch_switches"]
