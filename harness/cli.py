@@ -27,6 +27,7 @@ from typing import Any
 from .errors import UsageError
 from .options import RunOptions
 from .optionspec import click_options, from_cli, option
+from .printable import printable
 
 
 def parse_shapes(
@@ -316,12 +317,12 @@ def execute_check(
     elif command.feedback:
         out(verdict.feedback())
         for entry in extra:
-            out(str(entry.get("line", "")))
+            out(printable(str(entry.get("line", "")), newlines=False))
     else:
         for line in verdict.lines():
             out(line)
         for entry in extra:
-            out(str(entry.get("line", "")))
+            out(printable(str(entry.get("line", "")), newlines=False))
     return 0 if verdict.ok else 1
 
 

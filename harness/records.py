@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .paths import default_runs_dir
+from .process.workerfiles import read_tail, read_worker_file
 from .redact import known, redact, redact_bytes
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .verdict import Verdict
 
 LOG_LIMIT = 1 << 20
+TIMELINE_LIMIT = 256 << 20  # a trace rung's timeline: one is kept only up to this size
 
 
 def _safe(name: str) -> str:
@@ -53,11 +55,18 @@ def write_record(
     (path / "result.json").write_text(json.dumps(verdict.to_json(), indent=2) + "\n")
     (path / "feedback.txt").write_text(verdict.feedback() + "\n")
     if logdir is not None and logdir.is_dir():
+        # a log is a file the worker holds open and may make any size (``ftruncate`` to
+        # terabytes of holes): only its tail is ever read
         for log in sorted(logdir.glob("*.log")):
-            data = log.read_bytes()
-            if len(data) > LOG_LIMIT:
-                data = b"[... trimmed ...]\n" + data[-LOG_LIMIT:]
+            tail = read_tail(log, LOG_LIMIT)
+            if tail is None:
+                continue
+            data, trimmed = tail
+            if trimmed:
+                data = b"[... trimmed ...]\n" + data
             (path / log.name).write_bytes(redact_bytes(data, secrets))
         for timeline in sorted(logdir.glob("*.trace.json")):  # trace rung
-            (path / timeline.name).write_bytes(redact_bytes(timeline.read_bytes(), secrets))
+            whole = read_worker_file(timeline, TIMELINE_LIMIT)
+            if whole is not None:
+                (path / timeline.name).write_bytes(redact_bytes(whole, secrets))
     return path

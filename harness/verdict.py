@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .printable import printable
 from .redact import known as known_secrets
 from .redact import redact, redact_obj
 
@@ -338,7 +339,8 @@ class Verdict:
 
     def lines(self) -> list[str]:
         values = known_secrets()
-        return [redact(line, values) for line in self._lines()]
+        # one line each, whatever a reason holds: no control character (``printable``)
+        return [printable(redact(line, values), newlines=False) for line in self._lines()]
 
     def _lines(self) -> list[str]:
         out = [r.line() for r in self.rungs]
@@ -356,7 +358,7 @@ class Verdict:
 
     def feedback(self, max_lines: int = FEEDBACK_MAX_LINES) -> str:
         """Compact text for an agent: what failed, where, and what to look at."""
-        return redact(self._feedback(max_lines))
+        return printable(redact(self._feedback(max_lines)))
 
     def _feedback(self, max_lines: int) -> str:
         lines: list[str] = []

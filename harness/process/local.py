@@ -28,11 +28,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..options import RunOptions, memory_cap_for
 from ..worker.jitclock import CompileClock
-from . import channel, cleanup, sandbox, templates
+from . import channel, cleanup, memwatch, sandbox, templates
 from .session import Reply, WorkerGone
 from .workerenv import scrubbed_env
 from .workerfiles import read_worker_file, remove_entry, write_fresh
@@ -85,7 +85,10 @@ class LocalSession:
         cap = memory_cap_for(device, options)
         self.memory_cap = cap
         self.disk_cap = int(options.disk_cap_gib * (1 << 30))
-        self._disk_checked = 0.0
+        self._disk_checked = float("-inf")
+        self._folder_bytes = 0
+        self.memory: memwatch.MemoryWatch | None = None
+        self._capped: WorkerGone | None = None  # the cap it was killed for, if any
         self._gone: WorkerGone | None = None
         self.startup_timeout_s = options.startup_timeout_s
         self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
@@ -235,27 +238,38 @@ class LocalSession:
         if self.proc.poll() is not None:
             raise channel.ChannelClosed("worker exited")
         now = time.monotonic()
+        # its output too: the logs are files of ours it writes to without limit, and may
+        # make any size without a block (``ftruncate``): weighed on every tick (a stat each)
+        logs = sum(_file_bytes(p) for p in (self.stdout_path, self.stderr_path))
         if now - self._disk_checked >= DISK_CHECK_EVERY_S:
             self._disk_checked = now
-            # its output too: the logs are files of ours it writes to without limit
-            used = _disk_bytes(self.workdir, self.disk_cap)
-            used += sum(_file_bytes(p) for p in (self.stdout_path, self.stderr_path))
-            if used > self.disk_cap:
-                self.kill()
-                raise WorkerGone(
-                    "wrote more than the disk cap into its temp folder and output "
-                    f"({used / 2**30:.2f} GiB > {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed",
-                    self.stderr_tail(),
-                    self.proc.returncode,
-                )
-        rss = _rss_bytes(self.worker_pid or self.proc.pid)
-        if rss is not None and rss > self.memory_cap:
-            self.kill()
-            raise WorkerGone(
-                f"exceeded the memory cap ({rss / 2**30:.1f} GiB resident > {self.memory_cap / 2**30:.1f} GiB); killed",
-                self.stderr_tail(),
-                self.proc.returncode,
+            self._folder_bytes = _disk_bytes(self.workdir, self.disk_cap)
+        used = self._folder_bytes + logs
+        if used > self.disk_cap:
+            self._over_cap(
+                "wrote more than the disk cap into its temp folder and output "
+                f"({used / 2**30:.2f} GiB > {self.disk_cap / 2**30:.2f} GiB, --disk-cap); killed"
             )
+        if self.memory is None:
+            self.memory = memwatch.MemoryWatch(
+                self.worker_pid or self.proc.pid, self.isolation.private_tmp
+            )
+        rss = self.memory.resident()
+        if rss is None:
+            return
+        shared = self.memory.shared()  # a memfd, a tmpfs file: memory no VmRSS shows
+        if rss + shared > self.memory_cap:
+            held = f"{rss / 2**30:.1f} GiB resident"
+            if shared:
+                held += f" + {shared / 2**30:.1f} GiB shared memory (memfd, tmpfs)"
+            self._over_cap(
+                f"exceeded the memory cap ({held} > {self.memory_cap / 2**30:.1f} GiB); killed"
+            )
+
+    def _over_cap(self, reason: str) -> NoReturn:
+        self.kill()
+        self._capped = WorkerGone(reason, self.stderr_tail(), self.proc.returncode)
+        raise self._capped
 
     def request(
         self,
@@ -274,6 +288,9 @@ class LocalSession:
         starting = loading
         clock = self.compile_clock
         try:
+            # the caps are weighed before each request too: the channel ticks only while
+            # it waits, and a quick call (a warm worker) may never wait
+            self._tick()
             self.end.send(header, tensors, deadline, self._tick)
             while True:  # interim frames: the import begins, a compile starts or ends
                 frame = self.end.recv(deadline, self._tick, max_reply_bytes)
@@ -351,8 +368,9 @@ class LocalSession:
             try:
                 reply = self.request({"op": "bye"}, [], timeout_s=10.0, max_reply_bytes=1 << 20)
                 final["integrity"] = list(reply.header.get("integrity", []))
-            except WorkerGone:
-                pass
+            except WorkerGone as gone:
+                if gone is self._capped:  # past a cap since its last request: say so
+                    final["integrity"] = [{"kind": "cap", "message": gone.reason}]
         try:  # the worker exits right after its goodbye (no interpreter teardown)
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -465,21 +483,13 @@ def _disk_bytes(root: Path, stop_above: int) -> int:
 
 
 def _file_bytes(path: Path) -> int:
+    """A log's weight: its blocks, or its apparent size where that is more (a file made
+    sparse, ``ftruncate``d to terabytes of holes, is still read by whoever reads it)."""
     try:
-        return os.stat(path).st_blocks * 512
+        st = os.stat(path)
     except OSError:
         return 0
-
-
-def _rss_bytes(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return max(st.st_blocks * 512, st.st_size)
 
 
 def run_oneshot(

@@ -105,17 +105,16 @@ IPC_DENIED = (
 # worker must not be reniced, pinned or limited
 SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr")
 # where no read-only world keeps the user's files from the worker (no mount namespace, or
-# its read-only remount refused): no file made setuid, setgid or writable by every user
-# (no landlock right covers a mode), nor unreadable by its owner (a file the parent, the
-# user and the next check could no longer open): (syscall, the mode's argument)
-MODE_SETTERS = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2))
-_MODES_REFUSED = 0o6002  # S_ISUID | S_ISGID | S_IWOTH
-_MODE_NEEDED = 0o400  # S_IRUSR
-# ... nor its times set (no landlock right covers them, and an owner needs no capability:
-# a staleness check keyed on the mtime of the user's problem, index or run records could
-# be fooled). No argument tells the worker's own file from the user's (a path behind a
-# pointer, an fd opened for reading), and shutil.copy2 sets the copy's times and raises on
-# an error, so the call is skipped and reports success: nothing's times change
+# its read-only remount refused), no landlock right covers a file's mode or its times and
+# an owner needs no capability: the user's files could be made setuid, open to every user,
+# unreadable by their owner, ``r-x`` (a run-records folder no later check can write), and
+# their times set back (a staleness check keyed on the mtime of the user's problem, index
+# or run records fooled). No argument tells the worker's own file from the user's (a path
+# behind a pointer, an fd opened for reading), and ``shutil.copy``/``copy2`` set the copy's
+# mode and times and raise on an error, so each such call is skipped and reports success:
+# no file's mode or times change (a worker's own new files keep the mode they were made
+# with, its umask's)
+MODE_SETTERS = ("chmod", "fchmod", "fchmodat", "fchmodat2")
 TIME_SETTERS = ("utime", "utimes", "futimesat", "utimensat")
 # a socket the worker serves: without a network namespace an abstract name (or a path)
 # that another program of the user expects to own could be taken, or connections taken in
@@ -178,8 +177,8 @@ def program(
     """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets and
     IPC objects alone (a profiler's own processes talk to each other over them);
     ``host_files`` (no read-only world keeps the user's files from it: ``none`` mode, or
-    a namespace mode whose read-only remount was refused) refuses the file modes that
-    would open a file of the user's to every other user and skips setting times;
+    a namespace mode whose read-only remount was refused) skips every call that sets a
+    file's mode or times (success returned, nothing changed);
     ``host_processes`` (no PID namespace separates it from the machine's processes) keeps
     limits, priorities and CPU affinity to the worker's own process, and where the
     landlock ABI ``abi`` in force does not scope signals, signals to process ``pid`` (this
@@ -218,10 +217,7 @@ def program(
         op(_JEQ, nr["setpriority"], "priority", 0)
         op(_JEQ, nr["ioprio_set"], "ioprio", 0)
     if host_files:
-        for name, index in MODE_SETTERS:
-            if name in nr:
-                op(_JEQ, nr[name], f"mode{index}", 0)
-        for name in TIME_SETTERS:
+        for name in (*MODE_SETTERS, *TIME_SETTERS):
             if name in nr:
                 op(_JEQ, nr[name], "skip", 0)
     if signals:
@@ -247,8 +243,6 @@ def program(
         op(_JEQ, 0, 0, "eperm")
         op(_LD_ABS, _arg(4, high=True))
         op(_JEQ, 0, "allow", "eperm")
-    if host_files:
-        _mode_rules(op, label)
     if host_processes:
         _process_rules(op, label)
     if signals:
@@ -276,15 +270,6 @@ def program(
     label("skip")  # not run, and 0 returned: success that changes nothing
     op(_RET, _RET_ERRNO | 0)
     return _assemble(code)
-
-
-def _mode_rules(op: Callable[..., None], label: Callable[[str], None]) -> None:
-    """The ``host_files`` rules' arguments: the modes a file may be given."""
-    for index in sorted({i for _, i in MODE_SETTERS}):
-        label(f"mode{index}")
-        op(_LD_ABS, _arg(index))
-        op(_JSET, _MODES_REFUSED, "eperm", 0)
-        op(_JSET, _MODE_NEEDED, "allow", "eperm")
 
 
 def _process_rules(op: Callable[..., None], label: Callable[[str], None]) -> None:

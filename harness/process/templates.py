@@ -42,6 +42,7 @@ from typing import Any
 from .. import envvars
 from . import cleanup, sandbox
 from .workerenv import fingerprint, scrubbed_env
+from .workerfiles import read_tail
 
 ENV_WARM = envvars.CTXKERNEL_WARM.name
 PREFIX = "ctxkernel-template-"
@@ -224,10 +225,8 @@ class WorkerTemplate:
             self._ready_event.set()
 
     def _log_tail(self) -> str:
-        try:
-            tail = self.log.read_bytes()[-300:].decode(errors="replace").strip()
-        except OSError:
-            return ""
+        read = read_tail(self.log, 300)  # its last bytes only, whatever its size
+        tail = read[0].decode(errors="replace").strip() if read else ""
         return f" ({' | '.join(tail.splitlines()[-3:])})" if tail else ""
 
     def wait_ready(self, timeout_s: float) -> None:

@@ -33,6 +33,26 @@ def read_worker_file(path: Path, limit: int) -> bytes | None:
         return fh.read(limit + 1)[:limit]
 
 
+def read_tail(path: Path, limit: int) -> tuple[bytes, bool] | None:
+    """A file the worker writes to (its stdout/stderr log: a descriptor of ours it holds,
+    which it may ``ftruncate`` to terabytes of holes), read without ever holding more than
+    its last ``limit`` bytes: (those bytes, whether any came before them), or None unless
+    it is a regular file (opened without following or blocking, checked on the
+    descriptor)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return None
+        size = fh.seek(0, os.SEEK_END)  # the size now: it may still grow or shrink
+        start = max(0, size - limit)
+        fh.seek(start)
+        return fh.read(limit), start > 0
+
+
 def write_fresh(path: Path, text: str) -> None:
     """Write a new file of ours in a worker's folder: whatever the worker left under that
     name is removed first, and a link or FIFO put back meanwhile is never followed."""
@@ -52,4 +72,4 @@ def remove_entry(path: Path) -> None:
         pass
 
 
-__all__ = ["read_worker_file", "remove_entry", "write_fresh"]
+__all__ = ["read_tail", "read_worker_file", "remove_entry", "write_fresh"]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..metrics import Comparison, compare
+from ..printable import printable
 from ..problems.problemspec import Tolerance
 from .checks import OutputLeaf
 from .inputs import clone, flatten
@@ -103,8 +104,9 @@ def first_line(error: dict[str, object]) -> str:
     frames = error.get("candidate_frames") or []
     if isinstance(frames, list) and frames:
         last = frames[-1]
-        return f"{first} (line {last.get('line')}: {last.get('code')})"
-    return first
+        first = f"{first} (line {last.get('line')}: {last.get('code')})"
+    # the candidate's words: no control character reaches a terminal (``printable``)
+    return printable(first, newlines=False)
 
 
 def call_failure(ctx: LadderContext, record: CallRecord) -> tuple[str, dict[str, Any]] | None:
@@ -250,11 +252,11 @@ def problem_check(ctx: LadderContext, record: CallRecord, output: Any) -> tuple[
     try:
         verdict = ctx.problem.check(clone(record.inputs.pristine), rebuild(output, ctx.device))
     except Exception as exc:
-        return False, f"raised {type(exc).__name__}: {exc}"[:300]
+        return False, printable(f"raised {type(exc).__name__}: {exc}"[:300])
     good, message = (
         (verdict[0], verdict[1]) if isinstance(verdict, tuple) else (not verdict, verdict)
     )
-    return bool(good), scrub_paths(str(message or ""))[:300]
+    return bool(good), printable(scrub_paths(str(message or ""))[:300])
 
 
 def _judged_dtype(got: torch.dtype, expected: torch.dtype) -> torch.dtype:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..printable import printable
 
 if TYPE_CHECKING:
     from ..problems.problem import Problem
@@ -171,10 +172,10 @@ def _render(
     ran = "from the manifest" if item.resumed else where(verdict.environment)
     if ran:
         parts.append(f"[{ran}]")
-    out("  ".join(parts))
+    out(printable("  ".join(parts), newlines=False))  # a reason holds the candidate's words
     lost = (verdict.environment.get("runner") or {}).get("lost") or []
     for reason in lost:
-        out(f"    re-queued after: {reason}")
+        out(printable(f"    re-queued after: {reason}", newlines=False))
     if verdict.run_dir:
         out(f"    run: {verdict.run_dir}")
     if feedback:

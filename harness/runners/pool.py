@@ -39,6 +39,7 @@ from ..process import cleanup, sandbox
 from ..process.cleanup import kill_processes_under
 from ..process.local import describe_exit
 from ..process.workerenv import harness_root
+from ..process.workerfiles import read_tail
 from ..redact import looks_secret
 from ..runner import RunOptions
 from .base import (
@@ -263,10 +264,8 @@ class _Slot:
         return f"{self.label} {how}" + (f"; its log ends: {tail}" if tail else "")
 
     def log_tail(self, limit: int = 300) -> str:
-        try:
-            data = self.log.read_bytes()[-limit:].decode(errors="replace").strip()
-        except OSError:
-            return ""
+        read = read_tail(self.log, limit)  # its last bytes only, whatever its size
+        data = read[0].decode(errors="replace").strip() if read else ""
         return " | ".join(data.splitlines()[-3:])
 
     # -- the feeding thread -----------------------------------------------------------

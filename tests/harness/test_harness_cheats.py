@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cheatspec import Expectation, problem_path, read_expectation
+from cheatspec import REPO, Expectation, problem_path, read_expectation
 from conftest import VerdictPool, fast_options
 
 from harness.runner import LocalRunner, check
@@ -29,7 +31,10 @@ ITEMS = {int(p.name[1:3]) for p in CHEATS}
 
 def _run(expect: Expectation) -> Verdict:
     assert expect.problem
-    options = fast_options(expect.problem, **expect.options)
+    overrides = dict(expect.options)
+    if overrides.get("record"):  # a record of its own, never in the user's runs folder
+        overrides["runs_dir"] = Path(tempfile.mkdtemp(prefix="ctxkernel-cheat-records-"))
+    options = fast_options(expect.problem, **overrides)
     return check(problem_path(expect.problem), expect.path, options, runner=LocalRunner())
 
 
@@ -84,6 +89,59 @@ def test_crash_feedback_names_the_candidate_line(cheat_verdicts: VerdictPool) ->
     feedback = verdict.feedback()
     assert "crashed with SIGSEGV" in feedback
     assert "faulthandler._sigsegv()" in feedback, feedback
+
+
+def test_a_sparse_log_is_stopped_at_the_disk_cap_and_its_record_kept(
+    cheat_verdicts: VerdictPool,
+) -> None:
+    """The worker ``ftruncate``s its own stdout and stderr logs to 4 TiB of holes: a log
+    weighs its apparent size, so the worker is killed naming the disk cap, and the record
+    (asked for in the cheat's header) is written, each log trimmed to its last MiB, read
+    without ever reading more."""
+    from harness.records import LOG_LIMIT
+
+    cheat = Path(__file__).resolve().parent / "cheats" / "c15_sparse_log.py"
+    expect = read_expectation(cheat)
+    assert expect.options.get("record") is True
+    verdict = cheat_verdicts.get(cheat.name, lambda: _run(expect))
+    assert verdict.run_dir, verdict.feedback()
+    record = Path(verdict.run_dir)
+    try:
+        failed = verdict.failed_rung
+        assert failed is not None and "disk cap" in failed.reason, verdict.feedback()
+        assert (record / "result.json").is_file() and (record / "feedback.txt").is_file()
+        logs = sorted(record.glob("*.log"))
+        assert logs, sorted(p.name for p in record.iterdir())
+        for log in logs:
+            assert log.stat().st_size <= LOG_LIMIT + 64, (log.name, log.stat().st_size)
+    finally:
+        shutil.rmtree(record.parents[1], ignore_errors=True)
+
+
+def test_the_printed_ladder_and_feedback_hold_no_raw_control_character(
+    cheat_verdicts: VerdictPool,
+) -> None:
+    """A candidate's exception text made of terminal control sequences (``ESC E``, CSI:
+    a fake passing ladder drawn over the real one) is printed with every control character
+    written out (``\\x1b``), by the CLI's ladder, ``--feedback`` and ``feedback()``."""
+    cheat = Path(__file__).resolve().parent / "cheats" / "c12_terminal_escape.py"
+    verdict = cheat_verdicts.get(cheat.name, lambda: _run(read_expectation(cheat)))
+    assert verdict.failed_rung is not None and verdict.failed_rung.name == "run"
+    for text in ("\n".join(verdict.lines()), verdict.feedback()):
+        assert "\x1b" not in text and "\x9b" not in text, repr(text)
+        assert "\\x1bE" in text, text
+        assert not [c for c in text if ord(c) < 32 and c not in "\n\t"], repr(text)
+    problem = problem_path("vector_add")
+    env = {k: v for k, v in os.environ.items() if k != "CTXKERNEL_PLANTED"}
+    for extra in ([], ["--feedback"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "check", str(problem), str(cheat), "--no-record",
+             "--device", "cpu", "--shapes", "n=1000", *extra],
+            capture_output=True, text=True, timeout=600, env=env, cwd=REPO,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert "\x1b" not in done.stdout + done.stderr, repr(done.stdout)
+        assert "\\x1bE" in done.stdout, done.stdout
 
 
 LEAVE_STATE = Path(__file__).resolve().parent / "cheats" / "c15_leave_state_behind.py"

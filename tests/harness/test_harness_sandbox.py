@@ -189,7 +189,8 @@ def test_a_bad_isolation_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatc
 
 def test_the_memory_watchdog_reads_the_worker_not_the_launcher(tmp_path: Path) -> None:
     from harness.options import RunOptions
-    from harness.process.local import LocalSession, _rss_bytes
+    from harness.process.local import LocalSession
+    from harness.process.memwatch import rss_bytes as _rss_bytes
 
     work, logs = tmp_path / "work", tmp_path / "logs"
     work.mkdir()

@@ -60,10 +60,14 @@ def outside_unchanged() -> Iterator[None]:
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
-    found = {}
+    """Every file's bytes, and every file's and folder's mode (``root``'s included)."""
+    found = {".:mode": oct(root.lstat().st_mode)}
     for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if not path.is_symlink():
+            found[f"{rel}:mode"] = oct(path.lstat().st_mode)
         if path.is_file() and not path.is_symlink():
-            found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 

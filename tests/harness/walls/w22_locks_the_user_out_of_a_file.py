@@ -1,7 +1,7 @@
 # wall: make a file of the user's outside its folder unreadable by its own owner (mode
 # 000: the parent, the user's editor and the next check cannot open it), from libc (no
 # landlock right covers modes; an owner needs no capability), then change it back
-# expect: run: Operation not permitted | Read-only file system | No such file
+# expect: run: mode unchanged | Operation not permitted | Read-only file system | No such file
 import os
 import sys
 
@@ -14,5 +14,7 @@ def custom_kernel(inputs):
     mode = os.stat(path).st_mode & 0o7777
     if libc.chmod(path, 0) != 0:
         raise OSError(ct.get_errno(), os.strerror(ct.get_errno()))
+    if os.stat(path).st_mode & 0o7777 == mode:  # skipped: success that changed nothing
+        raise PermissionError("mode unchanged: chmod returned and nothing moved")
     libc.chmod(path, mode)
     return x + y
