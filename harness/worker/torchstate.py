@@ -136,10 +136,22 @@ SWITCHES = (
 )
 
 
+# (module, class, method): an op called below the Python dispatch key, past every mode
+# (and past the profiler's op records too)
+METHOD_SWITCHES = (
+    ("torch._ops", "OpOverload", "redispatch"),
+    ("torch._C", "_DispatchOperatorHandle", "redispatch_boxed"),
+)
+
+
 def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None]) -> None:
-    """Replace each of ``SWITCHES`` by a wrapper that records a violation when it is used
-    by code outside torch's own package while ``active()`` (a candidate call runs)."""
-    torch_dir = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+    """Replace each of ``SWITCHES`` and ``METHOD_SWITCHES`` by a wrapper that records a
+    violation when code outside torch's and the harness's own packages uses it while
+    ``active()`` (a candidate call runs)."""
+    trusted = tuple(
+        os.path.dirname(os.path.realpath(path)) + os.sep
+        for path in (str(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
+    )
     getframe = sys._getframe
 
     def from_candidate() -> bool:
@@ -147,7 +159,7 @@ def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None
             caller = getframe(2).f_code.co_filename
         except ValueError:
             return True
-        return not os.path.realpath(caller).startswith(torch_dir)
+        return not os.path.realpath(caller).startswith(trusted)
 
     def wrap(original: Any, label: str) -> Any:
         def switch(*args: Any, **kwargs: Any) -> Any:
@@ -171,6 +183,14 @@ def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None
         if original is not None:
             wrapped[id(original)] = wrap(original, f"{module_name}.{attr}")
             setattr(module, attr, wrapped[id(original)])
+    for module_name, cls_name, attr in METHOD_SWITCHES:
+        cls = getattr(sys.modules.get(module_name), cls_name, None)
+        original = getattr(cls, attr, None) if cls is not None else None
+        if original is not None:
+            try:
+                setattr(cls, attr, wrap(original, f"{module_name}.{cls_name}.{attr}"))
+            except (AttributeError, TypeError):  # a type that refuses: left as it is
+                continue
     # the same objects under other names (``torch.DisableTorchFunction``, ``no_dispatch``
     # in torch's own modules): a module imported later reads the wrapped attribute
     for module in list(sys.modules.values()):
@@ -185,4 +205,11 @@ def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None
                     continue
 
 
-__all__ = ["SWITCHES", "WATCHED_OPS", "DispatchState", "left_modes", "watch_switches"]
+__all__ = [
+    "METHOD_SWITCHES",
+    "SWITCHES",
+    "WATCHED_OPS",
+    "DispatchState",
+    "left_modes",
+    "watch_switches",
+]

@@ -96,12 +96,30 @@ def test_the_switches_report_candidate_use_during_a_call_only() -> None:
             pass
         with torch.utils._python_dispatch._disable_current_modes():
             pass
+        x = torch.ones(2)
+        after = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+        keys = torch._C._dispatch_keys(x) & after
+        torch.ops.aten.add.Tensor.redispatch(keys, x, x)
         print("\\n".join(seen))
+        seen.clear()
+
+        # the recorder's own redispatch (an op of the candidate's, its modes back on)
+        from harness.worker.guards import OpRecorder
+
+        @torch.library.custom_op("ckt::twice", mutates_args=())
+        def twice(t: torch.Tensor) -> torch.Tensor:
+            return t * 2
+
+        with torch.no_grad(), OpRecorder():
+            twice(x)
+        print("recorder:", len(seen))
         """
     )
     assert "idle: 0" in out
     assert "switched the op recorder off (torch._C.DisableTorchFunction)" in out
     assert "(torch.utils._python_dispatch._disable_current_modes)" in out
+    assert "(torch._ops.OpOverload.redispatch)" in out
+    assert "recorder: 0" in out
 
 
 def test_ops_inside_a_custom_op_are_recorded() -> None:
