@@ -41,6 +41,7 @@ class TritonBackend(Backend):
     name = "triton"
     label = "Triton"
     modules = ("triton",)
+    launcher_packages = ("triton",)  # the interpreter runs a kernel in numpy on the host
     interpreter = "Triton interpreter"
     enforce_launches = True
     own_kernel_names = "launched"

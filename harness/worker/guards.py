@@ -518,6 +518,13 @@ HOST_READS = frozenset(
         "storage",
         "_typed_storage",
         "__reduce_ex__",
+        # one element each: a loop of them reads a whole tensor
+        "item",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__bool__",
+        "__complex__",
     }
 )
 
@@ -526,9 +533,14 @@ class OpRecorder:
     """Records ATen ops (dispatch mode, with the seconds spent in each) and torch functions
     (function mode) during a call."""
 
-    def __init__(self, launching: Callable[[], bool] | None = None) -> None:
-        """``launching``: whether a kernel launch of the backend runs now (the host reads
-        of its launcher, the Triton interpreter's, are the kernel's, not host compute)."""
+    def __init__(
+        self,
+        launching: Callable[[], bool] | None = None,
+        launcher_packages: Iterable[str] = (),
+    ) -> None:
+        """``launching``: whether a kernel launch of the backend runs now; the host reads
+        its ``launcher_packages``' own code makes then (an interpreter's) are the kernel's,
+        not host compute."""
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -542,6 +554,20 @@ class OpRecorder:
         self.host: Counter[str] = Counter()
         host = self.host
         in_launch = launching or (lambda: False)
+        launcher_dirs = tuple(d for d in (_package_dir(n) for n in launcher_packages) if d)
+        getframe = sys._getframe
+
+        def launcher_frame() -> bool:
+            """Whether the read is a launcher's own (an interpreter's code, inside a
+            launch): Python the candidate runs inside an interpreted kernel is not."""
+            if not in_launch() or not launcher_dirs:
+                return False
+            try:
+                caller = getframe(2).f_code.co_filename
+            except ValueError:
+                return False
+            return os.path.realpath(caller).startswith(launcher_dirs)
+
         aten = self.aten
         seconds = self.seconds
         elements = self.elements
@@ -586,7 +612,8 @@ class OpRecorder:
                         name in HOST_READS
                         and args
                         and isinstance(args[0], tensor_type)
-                        and not in_launch()
+                        and args[0].device.type == "cpu"  # a device tensor's DLPack is no read
+                        and not launcher_frame()
                     ):
                         host[name] += args[0].numel()
                 return func(*args, **(kwargs or {}))

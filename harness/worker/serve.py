@@ -39,6 +39,7 @@ channel. The worker never sees seeds or reference outputs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -87,6 +88,7 @@ class Worker:
         self.counter: LaunchCounter | None = None
         self.recorder: OpRecorder | None = None
         self.dispatch_state: torchstate.DispatchState | None = None
+        self.ledger: torchstate.OpLedger | None = None
         self.snapshot: IdentitySnapshot | None = None
         self.guard: Any = None
         self.process_state: ProcessState | None = None
@@ -182,8 +184,15 @@ class Worker:
         install_candidate_api()
         backend.prepare_trace(self.device, os.path.join(self.workdir, str(req["candidate"])))
         counter = self.counter
-        self.recorder = OpRecorder(launching=lambda: counter is not None and counter.depth > 0)
+        self.recorder = OpRecorder(
+            launching=lambda: counter is not None and counter.depth > 0,
+            launcher_packages=backend.launcher_packages,
+        )
         self.recorder.warm_up()
+        # on a CPU, torch's own op records too (``torchstate.OpLedger``): a second book
+        self.ledger = torchstate.OpLedger(is_compute) if self.device == "cpu" else None
+        if self.ledger is not None:
+            self.ledger.warm_up()
         # the switches that turn the recorder off report candidate use once the guard is
         # up (its handle is kept in this closure, not where candidate code could reach it)
         guard_of: list[Any] = []
@@ -360,7 +369,7 @@ class Worker:
             t0 = time.perf_counter()
             result: Any = None
             try:
-                with torch.no_grad(), self.recorder:
+                with torch.no_grad(), self.recorder, self.ledger or contextlib.nullcontext():
                     self.guard.activate()
                     try:
                         result = entry(*args) if self.entry_kind == "model" else entry(args)
@@ -446,6 +455,17 @@ class Worker:
             "aten_elements": {op: n for op, n in recorder.elements.items() if is_compute(op)},
             "host_elements": dict(recorder.host),
         }
+        ledger = self.ledger
+        if ledger is not None:  # what torch's own records saw that the modes did not
+            if ledger.stopped and self.guard is not None:
+                self.guard.record(
+                    "recorder_off", "candidate code stopped torch's op records during a call"
+                )
+            given = record["aten_elements"]
+            for op, n in ledger.elements.items():
+                given[op] = max(int(given.get(op, 0)), n)
+            hidden = {op for op in ledger.calls if op in self.forbidden_aten}
+            record["forbidden"] = sorted(set(record["forbidden"]) | hidden)
         if self.torch_compile:
             record["compiled_forbidden"] = forbidden_compiled(self.forbidden_stems)
         return record

@@ -115,6 +115,72 @@ def left_modes() -> list[str]:
     ]
 
 
+class OpLedger:
+    """The op recorder's second book on a CPU: torch's own op records (the autograd
+    profiler's RecordFunction events, taken beneath the Python dispatch key), so no mode
+    switch, dispatch-key guard, class-dict impl or trampoline hides a library op from the
+    count, and nothing in a mode's closure can be edited to erase one. Per call: each
+    compute op's elements (its tensor inputs', a list's too), counted once where ops nest
+    (the outermost op that was given tensors), and whether the records ran to the end."""
+
+    def __init__(self, is_compute: Callable[[str], bool]) -> None:
+        self.is_compute = is_compute
+        self._prof: Any = None
+        self.elements: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+        self.stopped = False
+
+    def __enter__(self) -> OpLedger:
+        self.elements, self.calls, self.stopped = {}, {}, False
+        self._prof = torch.autograd.profiler.profile(use_kineto=False, record_shapes=True)
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        prof, self._prof = self._prof, None
+        try:
+            prof.__exit__(None, None, None)
+            events = list(prof.function_events)
+        except Exception:  # the records stopped or emptied by candidate code
+            self.stopped = True
+            return
+        counted: set[int] = set()
+        for event in events:
+            name = str(event.name)
+            if not self.is_compute(name):
+                continue
+            self.calls[name] = self.calls.get(name, 0) + 1
+            given = _shape_elements(getattr(event, "input_shapes", None) or [])
+            parent = event.cpu_parent
+            inside = False
+            while parent is not None:
+                if id(parent) in counted:
+                    inside = True
+                    break
+                parent = parent.cpu_parent
+            if given and not inside:
+                counted.add(id(event))
+                self.elements[name] = self.elements.get(name, 0) + given
+
+    def warm_up(self) -> None:
+        with self:
+            torch.ones(2).add(1)
+
+
+def _shape_elements(shapes: Any) -> int:
+    """Elements of the tensors in a record's input shapes (a list of tensors' shapes too)."""
+    total = 0
+    for shape in shapes:
+        if isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape):
+            n = 1
+            for d in shape:
+                n *= d
+            total += n
+        elif isinstance(shape, (list, tuple)) and shape:
+            total += _shape_elements(shape)
+    return total
+
+
 # (module, attribute): what turns the op recorder's modes off, or takes them off the stack
 SWITCHES = (
     ("torch._C", "DisableTorchFunction"),
@@ -210,6 +276,7 @@ __all__ = [
     "SWITCHES",
     "WATCHED_OPS",
     "DispatchState",
+    "OpLedger",
     "left_modes",
     "watch_switches",
 ]

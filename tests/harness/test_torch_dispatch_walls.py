@@ -143,24 +143,34 @@ def test_ops_inside_a_custom_op_are_recorded() -> None:
     assert "ckt::vsum" in out and "aten::add" in out
 
 
-def test_host_reads_count_outside_kernel_launches_only() -> None:
+def test_host_reads_count_unless_a_launcher_reads_inside_its_launch() -> None:
     out = _child(
         """
+        import os
         import torch
+        import triton
         from harness.worker.guards import OpRecorder
 
+        # a function whose code is the Triton interpreter's own file (its launcher)
+        launcher = {}
+        path = os.path.join(os.path.dirname(triton.__file__), "runtime", "interpreter.py")
+        exec(compile("def read(t):\\n    return t.numpy()", path, "exec"), launcher)
+
         launching = [False]
-        recorder = OpRecorder(launching=lambda: launching[0])
+        recorder = OpRecorder(launching=lambda: launching[0], launcher_packages=["triton"])
         x = torch.ones(100)
         with recorder:
             x.numpy().sum()
             x[:3].tolist()
+            [v.item() for v in x[:5]]
+            launcher["read"](x)  # outside a launch: counted
             launching[0] = True
-            x.numpy()  # a launcher's (the interpreter's) own read
+            launcher["read"](x)  # the launcher's own read inside its launch: not counted
+            x.numpy()  # candidate Python inside an interpreted kernel: counted
         print(dict(recorder.host))
         """
     )
-    assert "'numpy': 100" in out and "'tolist': 3" in out
+    assert "'numpy': 300" in out and "'tolist': 3" in out and "'item': 5" in out
 
 
 def test_host_reads_are_library_work_in_both_shares() -> None:
@@ -177,3 +187,24 @@ def test_host_reads_are_library_work_in_both_shares() -> None:
     assert gpu is not None and gpu.own == 0.0  # the one kernel is its own; the work was not
     honest = measure_gpu({**gpu_call, "host_elements": {}}, "", exact=True)
     assert honest is not None and honest.own == 1.0
+
+
+def test_the_ledger_counts_what_no_mode_sees_once() -> None:
+    import torch
+
+    from harness.problems.library import is_compute
+    from harness.worker.torchstate import OpLedger
+
+    ledger = OpLedger(is_compute)
+    x = torch.ones(100)
+    with ledger:
+        with torch._C._DisableTorchDispatch(), torch._C.DisableTorchFunction():
+            x + x
+        torch._foreach_mul([x, x], 2.0)  # tensors inside a list
+        torch.softmax(x, 0)  # an op that calls others: counted once
+        x.clone()  # not compute
+    assert not ledger.stopped
+    assert ledger.elements["aten::add"] == 200
+    assert ledger.elements["aten::mul"] == 200  # the list op records its per-tensor ops
+    assert ledger.elements["aten::softmax"] == 100 and "aten::_softmax" not in ledger.elements
+    assert "aten::clone" not in ledger.calls
