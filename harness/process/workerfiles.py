@@ -15,20 +15,34 @@ import os
 import shutil
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 
-def read_worker_file(path: Path, limit: int) -> bytes | None:
-    """A file a worker wrote in its folder, or None unless it is a regular file (never a
-    link, a FIFO or a device: opened without following or blocking, then checked on the
-    descriptor, so nothing swapped in after a check is read) of at most ``limit`` bytes."""
+def _open_regular(path: Path) -> tuple[Any, os.stat_result] | None:
+    """``path`` opened for reading without following a link or blocking on a FIFO, with
+    its status read on the descriptor (nothing swapped in after a check is read); None
+    unless it is a regular file."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not S_ISREG(st.st_mode) or st.st_size > limit:
+    st = os.fstat(fd)
+    if not S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb"), st
+
+
+def read_worker_file(path: Path, limit: int) -> bytes | None:
+    """A file a worker wrote in its folder, or None unless it is a regular file (never a
+    link, a FIFO or a device) of at most ``limit`` bytes."""
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    fh, st = opened
+    with fh:
+        if st.st_size > limit:
             return None
         return fh.read(limit + 1)[:limit]
 
@@ -37,16 +51,12 @@ def read_tail(path: Path, limit: int) -> tuple[bytes, bool] | None:
     """A file the worker writes to (its stdout/stderr log: a descriptor of ours it holds,
     which it may ``ftruncate`` to terabytes of holes), read without ever holding more than
     its last ``limit`` bytes: (those bytes, whether any came before them), or None unless
-    it is a regular file (opened without following or blocking, checked on the
-    descriptor)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags)
-    except OSError:
+    it is a regular file."""
+    opened = _open_regular(path)
+    if opened is None:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        if not S_ISREG(os.fstat(fd).st_mode):
-            return None
+    fh, _ = opened
+    with fh:
         size = fh.seek(0, os.SEEK_END)  # the size now: it may still grow or shrink
         start = max(0, size - limit)
         fh.seek(start)
