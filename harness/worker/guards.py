@@ -166,6 +166,16 @@ class AuditGuard:
     record: Callable[[str, str], None] = lambda kind, message: None  # a violation, not refused
 
 
+def caller_under(dirs: tuple[str, ...], depth: int) -> bool:
+    """Whether the code ``depth`` frames above the function calling this one lies under
+    one of ``dirs`` (real paths ending in a separator); False when there is no such frame."""
+    try:
+        name = sys._getframe(depth + 1).f_code.co_filename
+    except ValueError:
+        return False
+    return os.path.realpath(name).startswith(dirs)
+
+
 def program_name(path: Any) -> str:
     text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
     base = os.path.basename(text.strip())
@@ -555,18 +565,12 @@ class OpRecorder:
         host = self.host
         in_launch = launching or (lambda: False)
         launcher_dirs = tuple(d for d in (_package_dir(n) for n in launcher_packages) if d)
-        getframe = sys._getframe
 
         def launcher_frame() -> bool:
             """Whether the read is a launcher's own (an interpreter's code, inside a
             launch): Python the candidate runs inside an interpreted kernel is not."""
-            if not in_launch() or not launcher_dirs:
-                return False
-            try:
-                caller = getframe(2).f_code.co_filename
-            except ValueError:
-                return False
-            return os.path.realpath(caller).startswith(launcher_dirs)
+            # frames: this, __torch_function__, the code that called the tensor method
+            return bool(launcher_dirs) and in_launch() and caller_under(launcher_dirs, 2)
 
         aten = self.aten
         seconds = self.seconds
@@ -654,5 +658,6 @@ __all__ = [
     "HarnessGuardError",
     "OpRecorder",
     "Violation",
+    "caller_under",
     "install_audit_guard",
 ]

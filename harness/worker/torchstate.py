@@ -27,6 +27,7 @@ Imports nothing of the ladder; the worker (``serve.py``) takes the state before 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from .guards import caller_under
 
 # the ops the worker itself runs on inputs and outputs between and around calls
 WATCHED_OPS = (
@@ -172,10 +175,7 @@ def _shape_elements(shapes: Any) -> int:
     total = 0
     for shape in shapes:
         if isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape):
-            n = 1
-            for d in shape:
-                n *= d
-            total += n
+            total += math.prod(shape)
         elif isinstance(shape, (list, tuple)) and shape:
             total += _shape_elements(shape)
     return total
@@ -218,14 +218,10 @@ def watch_switches(active: Callable[[], bool], record: Callable[[str, str], None
         os.path.dirname(os.path.realpath(path)) + os.sep
         for path in (str(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
     )
-    getframe = sys._getframe
 
     def from_candidate() -> bool:
-        try:
-            caller = getframe(2).f_code.co_filename
-        except ValueError:
-            return True
-        return not os.path.realpath(caller).startswith(trusted)
+        # frames: this, the wrapper, the code that called the switch
+        return not caller_under(trusted, 2)
 
     def wrap(original: Any, label: str) -> Any:
         def switch(*args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,9 @@ shapes are kept small here so the whole suite stays within a few minutes on two 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +25,22 @@ from harness.runner import LocalRunner, RunOptions, check
 from harness.verdict import Verdict
 
 FAST = {"trials": 2, "burst": 3, "timeout_s": 60.0, "record": False, "device": "cpu"}
+
+
+def run_python(code: str, timeout: float = 300) -> str:
+    """``code`` (dedented) in a Python process of its own, from the repository root: for
+    what changes process-wide state (torch's dispatch, its modules' attributes). Its
+    stdout, stripped; a failure shows the child's stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip()
 
 
 def fast_options(problem: str | None = None, **overrides: Any) -> RunOptions:

@@ -7,30 +7,13 @@ an ATen op, the switches wrapped) runs in a child process of its own."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
+from conftest import run_python
 
 from harness.problems.library_share import measure_cpu, measure_gpu
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _child(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
 
 def test_a_mode_left_on_the_stack_is_named_and_popped() -> None:
-    out = _child(
+    out = run_python(
         """
         import torch
         from torch.overrides import TorchFunctionMode
@@ -62,7 +45,7 @@ def test_a_mode_left_on_the_stack_is_named_and_popped() -> None:
 
 
 def test_a_kernel_registered_for_an_op_the_worker_runs_is_reported() -> None:
-    out = _child(
+    out = run_python(
         """
         import torch
         from harness.worker.torchstate import DispatchState
@@ -79,7 +62,7 @@ def test_a_kernel_registered_for_an_op_the_worker_runs_is_reported() -> None:
 
 
 def test_the_switches_report_candidate_use_during_a_call_only() -> None:
-    out = _child(
+    out = run_python(
         """
         import torch
         from harness.worker import torchstate
@@ -123,7 +106,7 @@ def test_the_switches_report_candidate_use_during_a_call_only() -> None:
 
 
 def test_ops_inside_a_custom_op_are_recorded() -> None:
-    out = _child(
+    out = run_python(
         """
         import torch
         from harness.worker.guards import OpRecorder
@@ -144,7 +127,7 @@ def test_ops_inside_a_custom_op_are_recorded() -> None:
 
 
 def test_host_reads_count_unless_a_launcher_reads_inside_its_launch() -> None:
-    out = _child(
+    out = run_python(
         """
         import os
         import torch

@@ -5,26 +5,7 @@ wrapper made by a candidate around other code must still be caught."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip()
-
+from conftest import run_python
 
 PRELUDE = """
     import sys
@@ -37,7 +18,7 @@ PRELUDE = """
 
 
 def test_torch_dynamo_rewrapping_the_rng_functions_is_not_a_candidate_patch() -> None:
-    out = _run(
+    out = run_python(
         PRELUDE
         + """
     import torch._dynamo
@@ -49,7 +30,7 @@ def test_torch_dynamo_rewrapping_the_rng_functions_is_not_a_candidate_patch() ->
 
 
 def test_a_candidate_wrapper_around_other_code_is_still_caught() -> None:
-    out = _run(
+    out = run_python(
         PRELUDE
         + """
     @functools.wraps(original)
@@ -63,7 +44,7 @@ def test_a_candidate_wrapper_around_other_code_is_still_caught() -> None:
 
 
 def test_a_poisoned_disable_function_under_dynamo_s_wrapper_is_caught() -> None:
-    out = _run(
+    out = run_python(
         PRELUDE
         + """
     import torch._dynamo
@@ -75,7 +56,7 @@ def test_a_poisoned_disable_function_under_dynamo_s_wrapper_is_caught() -> None:
 
 
 def test_a_wrapper_of_a_changed_original_is_caught() -> None:
-    out = _run(
+    out = run_python(
         PRELUDE
         + """
     import torch._dynamo
