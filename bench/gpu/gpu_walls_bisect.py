@@ -8,6 +8,7 @@ full launcher in each isolation mode (``sandbox run --device cuda``), and prints
 line per step with CUDA's own error. Results as JSON under ``$OUT`` when set.
 
     python3 bench/gpu/gpu_walls_bisect.py       # about a minute on the H200
+    ONLY=seccomp python3 bench/gpu/gpu_walls_bisect.py   # the seccomp steps alone
 """
 
 from __future__ import annotations
@@ -43,6 +44,39 @@ STEPS = {
     "seccomp_profiler": "seccomp.install(network=False, abi=walls.landlock_abi())",
     "landlock_writes": "walls.landlock([own], walls._device_nodes())",
     "landlock_hidden": "walls.landlock([own], walls._device_nodes(), [os.path.expanduser('~/.cache')])",
+    # which seccomp rule refuses CUDA: each variant lifts one rule of the network group
+    **{
+        f"seccomp_without_{rule}": (
+            "nr = dict(seccomp._NR[seccomp._ARCH]); "
+            + "; ".join(f"nr[{n!r}] = 4095" for n in names)
+            + "; seccomp._NR[seccomp._ARCH] = nr; "
+            "seccomp.install(network=True, abi=walls.landlock_abi())"
+        )
+        for rule, names in {
+            "socket": ["socket"],
+            "socketpair": ["socketpair"],
+            "connect": ["connect"],
+            "sendto": ["sendto"],
+            "bind": ["bind"],
+            "listen": ["listen"],
+            "ipc": [
+                "shmget",
+                "shmat",
+                "shmctl",
+                "shmdt",
+                "semget",
+                "semop",
+                "semctl",
+                "semtimedop",
+                "msgget",
+                "msgsnd",
+                "msgrcv",
+                "msgctl",
+                "mq_open",
+                "mq_unlink",
+            ],
+        }.items()
+    },
     "landlock_and_seccomp": "walls.landlock([own], walls._device_nodes()); seccomp.install(abi=walls.landlock_abi())",
     # which write landlock refuses CUDA: each variant lets one more tree be written
     "landlock_plus_dev": "walls.landlock([own, '/dev'], walls._device_nodes())",
@@ -88,7 +122,10 @@ def main() -> None:
         print("strace rc", traced.returncode, "refused:", *denied[:40], sep="\n  ")
     else:
         print("no strace here")
+    only = os.environ.get("ONLY", "")  # a prefix: run those steps alone (ONLY=seccomp)
     for name, setup in STEPS.items():
+        if only and not name.startswith(only):
+            continue
         if setup is None:
             argv = [sys.executable, "-c", CUDA]
         else:
@@ -96,6 +133,8 @@ def main() -> None:
             argv = [sys.executable, "-c", code]
         results[name] = run(argv)
         print(f"{name:22s} {results[name]}", flush=True)
+    if only:
+        return
     from harness.process.workerenv import scrubbed_env
 
     work = Path(tempfile.mkdtemp())

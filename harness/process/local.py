@@ -110,6 +110,9 @@ class LocalSession:
             # refused): what it grants by name in a folder too wide to grant whole (a
             # crowded /tmp, a home of many thousand entries)
             "needs": needs,
+            # the worker refuses bind and listen itself once CUDA is up (its driver serves
+            # a socket of its own while it starts): lifecycle.run, seccomp.refuse_serving
+            "serving_later": True,
         }
         self.started_by = "spawned"
         self.warm_note = ""
@@ -210,6 +213,7 @@ class LocalSession:
                     hidden=self.walls["hidden"],
                     walls_on=self.walls["on"],
                     needs=self.walls["needs"],
+                    serving_later=True,
                 ),
                 cwd=workdir,
                 env=env,
@@ -568,6 +572,7 @@ def run_oneshot(
                 tool_dir=str(tooldir) if wrapper else None,
                 walls_on=isolation.walls,
                 needs=needs,
+                serving_later=True,  # oneshot refuses them once CUDA is up, unprofiled
             ),
             cwd=workdir,
             env=scrubbed_env(workdir, env_extra),

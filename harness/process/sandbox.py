@@ -316,13 +316,16 @@ def command(
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
     needs: Sequence[str] | None = None,
+    serving_later: bool = False,
 ) -> list[str]:
     """The launcher's command line that runs ``argv`` isolated in ``mode``; with
     ``keep_paths`` (and a namespace mode) the worker's temp folders are private, those
     paths bound back in; with ``writable`` (the worker's own folder) the walls of
     ``enter_worker`` go up, ``hidden`` folders covered, sockets left alone for a
     ``profiler``; ``needs`` (``worker_paths``), where no tmpfs covers a hidden folder and
-    landlock keeps it unread: what it grants by name in a folder too wide to grant whole."""
+    landlock keeps it unread: what it grants by name in a folder too wide to grant whole;
+    ``serving_later``: a harness worker, which refuses bind and listen itself once CUDA is
+    up (``seccomp.refuse_serving``), so the filter leaves them to it."""
     cmd = [python or sys.executable, "-I", "-S", _LAUNCHER, "--mode", mode]
     cmd += ["--parent", str(os.getpid()), "--pid-fd", str(pid_fd)]
     if keep_admin:
@@ -343,6 +346,8 @@ def command(
             cmd += ["--tool-dir", tool_dir]
         for path in needs or ():
             cmd += ["--need", path]
+        if serving_later:
+            cmd.append("--serving-later")
     return [*cmd, "--", *argv]
 
 
@@ -412,6 +417,7 @@ def enter_worker(
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
     needs: Sequence[str] | None = None,
+    serving_later: bool = False,
 ) -> None:
     """The worker's last steps before it runs. Namespace modes: private temp folders
     (``keep_paths`` bound back in), a ``/dev`` of device nodes only, the parent's own
@@ -423,7 +429,8 @@ def enter_worker(
     -- no mount namespace, or a cover refused -- nothing read of ``hidden``, through any
     mount, nor, without a mount namespace, of ``/dev`` but the device nodes; ``needs``:
     what the worker reads in a folder too wide to grant whole), the seccomp filter (its
-    socket and IPC rules left out for a ``profiler``; its file rules wherever no read-only
+    socket and IPC rules left out for a ``profiler``, bind and listen for a worker that
+    refuses them itself once CUDA is up, ``serving_later``; its file rules wherever no read-only
     world is up, its process rules wherever no PID namespace), default SIGPIPE/SIGXFSZ. A
     wall the kernel refuses raises ``OSError`` (a refused cover that landlock cannot
     replace too): the worker does not start without it."""
@@ -493,6 +500,7 @@ def enter_worker(
             host_files=not profiler and (not covered or "ro" not in walls_on),
             host_processes=mode == "none" and not profiler,
             abi=walls.landlock_abi(),
+            serving=serving_later,
         )
     for name in ("SIGPIPE", "SIGXFSZ"):  # as subprocess's restore_signals leaves them
         if hasattr(_signal, name):
@@ -578,6 +586,7 @@ def launch(
     walls_on: Sequence[str] = ALL_WALLS,
     tool_dir: str | None = None,
     needs: list[str] | None = None,
+    serving_later: bool = False,
 ) -> None:
     namespaces.prctl(namespaces.PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent:  # the check died before the line above
@@ -597,6 +606,7 @@ def launch(
             walls_on,
             tool_dir,
             needs,
+            serving_later,
         )
         _exec(argv)
 
@@ -743,7 +753,7 @@ def main(argv: list[str]) -> int:
         _fail(
             "usage: sandbox.py --mode M --parent PID --pid-fd N [--keep-admin] "
             "[--private-tmp] [--keep PATH]... [--writable DIR [--hide DIR]... [--profiler] "
-            "[--tool-dir DIR] [--need PATH]...] "
+            "[--tool-dir DIR] [--need PATH]... [--serving-later]] "
             "-- CMD..."
         )
     opts, cmd = argv[:split], argv[split + 1 :]
@@ -755,7 +765,7 @@ def main(argv: list[str]) -> int:
     rest = list(opts)
     while rest:
         key = rest.pop(0)
-        if key in ("--keep-admin", "--private-tmp", "--profiler") or not rest:
+        if key in ("--keep-admin", "--private-tmp", "--profiler", "--serving-later") or not rest:
             values[key] = "1"
         elif key == "--keep":
             keep.append(rest.pop(0))
@@ -786,6 +796,7 @@ def main(argv: list[str]) -> int:
             walls_on,
             values.get("--tool-dir"),
             needs,
+            "--serving-later" in values,
         )
     except (KeyError, ValueError) as exc:
         _fail(f"bad arguments {opts!r}: {exc}")

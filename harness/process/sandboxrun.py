@@ -141,6 +141,12 @@ def run_sandboxed(
             hidden=sandbox.parent_folders([workdir, *extra]),
             walls_on=isolation.walls,
             needs=needs,
+            # the CUDA driver serves a socket as it starts (seccomp.SERVING); a network
+            # namespace of its own keeps an abstract name from the machine's: without one
+            # (none mode) bind and listen stay refused, and CUDA with them
+            serving_later=device == "cuda"
+            and "net" in isolation.walls
+            and isolation.mode != "none",
         )
         out = subprocess.PIPE if capture else None
         proc = subprocess.Popen(

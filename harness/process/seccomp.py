@@ -117,7 +117,11 @@ SELF_ONLY = ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched
 MODE_SETTERS = ("chmod", "fchmod", "fchmodat", "fchmodat2")
 TIME_SETTERS = ("utime", "utimes", "futimesat", "utimensat")
 # a socket the worker serves: without a network namespace an abstract name (or a path)
-# that another program of the user expects to own could be taken, or connections taken in
+# that another program of the user expects to own could be taken, or connections taken in.
+# The CUDA driver serves one of its own while it starts (an abstract
+# ``cuda-uvmfd-<netns>-<pid>``; with bind refused ``cudaGetDeviceCount`` fails with error
+# 304), so a worker's filter may leave these two out (``serving``) and the worker refuse
+# them itself once CUDA is up, before the candidate is imported (``refuse_serving``)
 SERVING = ("bind", "listen")
 # where landlock does not scope signals (ABI < 6) and no PID namespace hides the user's
 # other processes: a signal only to the worker's own process (its threads: tgkill of its
@@ -173,6 +177,7 @@ def program(
     host_processes: bool = False,
     abi: int = 0,
     pid: int | None = None,
+    serving: bool = False,
 ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; ``network=False`` leaves sockets and
     IPC objects alone (a profiler's own processes talk to each other over them);
@@ -182,7 +187,8 @@ def program(
     ``host_processes`` (no PID namespace separates it from the machine's processes) keeps
     limits, priorities and CPU affinity to the worker's own process, and where the
     landlock ABI ``abi`` in force does not scope signals, signals to process ``pid`` (this
-    one where None: the filter outlives an exec)."""
+    one where None: the filter outlives an exec); ``serving`` leaves bind and listen to a
+    later ``refuse_serving``."""
     nr = _NR[_ARCH]
     signals = host_processes and abi < LANDLOCK_SCOPES_SIGNALS
     own = os.getpid() if pid is None else pid
@@ -208,7 +214,7 @@ def program(
         op(_JEQ, nr["socketpair"], "socket", 0)  # a datagram pair sends to any name
         op(_JEQ, nr["connect"], "eperm", 0)
         op(_JEQ, nr["sendto"], "sendto", 0)
-        for name in (*SERVING, *IPC_DENIED):
+        for name in (*(() if serving else SERVING), *IPC_DENIED):
             op(_JEQ, nr[name], "eperm", 0)
     if host_processes:
         for name in SELF_ONLY:
@@ -322,7 +328,11 @@ def supported() -> bool:
 
 
 def install(
-    network: bool = True, host_files: bool = False, host_processes: bool = False, abi: int = 0
+    network: bool = True,
+    host_files: bool = False,
+    host_processes: bool = False,
+    abi: int = 0,
+    serving: bool = False,
 ) -> bool:
     """Install the filter (``program``) on this process (and every thread: ``TSYNC``) for
     this process's PID, which an exec keeps; ``abi``: the landlock ABI the worker's
@@ -330,11 +340,37 @@ def install(
     ``no_new_privs`` first."""
     if _ARCH not in _NR:
         return False
-    instructions = program(network, host_files, host_processes, abi)
+    _load(program(network, host_files, host_processes, abi, serving=serving))
+    return True
+
+
+def refuse_serving() -> bool:
+    """A second filter on this process and its threads: ``bind`` and ``listen`` refused
+    (EPERM). A worker whose first filter left them out (``serving``) calls it once the
+    CUDA driver has served its own socket, before any candidate code runs; filters only
+    add up, so nothing undoes it. False where this architecture has no table here."""
+    if _ARCH not in _NR:
+        return False
+    nr = _NR[_ARCH]
+    libc().prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (the sandbox set it already)
+    _load(
+        [
+            (_LD_ABS, 0, 0, 4),
+            (_JEQ, 0, 3, _AUDIT_ARCH[_ARCH]),  # another ABI: the first filter's to answer
+            (_LD_ABS, 0, 0, 0),
+            (_JEQ, 2, 0, nr["bind"]),
+            (_JEQ, 1, 0, nr["listen"]),
+            (_RET, 0, 0, _RET_ALLOW),
+            (_RET, 0, 0, _RET_ERRNO | _EPERM),
+        ]
+    )
+    return True
+
+
+def _load(instructions: list[tuple[int, int, int, int]]) -> None:
     raw = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in instructions)
     filt = ctypes.create_string_buffer(raw, len(raw))
     prog = struct.pack("HxxxxxxQ", len(instructions), ctypes.addressof(filt))
     prog_buf = ctypes.create_string_buffer(prog, len(prog))
     # SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC
     syscall("seccomp", ctypes.c_uint(1), ctypes.c_uint(1), prog_buf)
-    return True

@@ -4,7 +4,8 @@ Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --devic
 runner (``main``), in its own process group, with its own temp dir as cwd and a scrubbed
 environment, or forked from a warm template (``zygote.py``); both serve the parent through
 ``run``: no core dumps, a memory cap on a CPU worker, the CUDA context made before the
-first request, then the serve loop until ``bye`` or EOF. ``exit_now`` ends the process
+first request, bind and listen refused once it is up (``seccomp.refuse_serving``: the CUDA
+driver serves a socket of its own as it starts), then the serve loop until ``bye`` or EOF. ``exit_now`` ends the process
 without the interpreter's teardown. ``--self-walls`` landlocks the process first (under a
 profiler); ``--oneshot REQUEST.json`` loads and calls once inside an NVTX range, for a
 profiler wrapping this process (``oneshot``).
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..process import channel
+from ..process import channel, seccomp
 from . import benchworker
 from .serve import Worker
 
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
 
         sandbox.apply_self_walls(args.self_walls)  # raises: no worker without its walls
     if args.oneshot:
-        return oneshot(args.oneshot, os.path.realpath(args.workdir), args.device)
+        return oneshot(
+            args.oneshot, os.path.realpath(args.workdir), args.device, bool(args.self_walls)
+        )
     exit_now(
         run(args.fd_in, args.fd_out, os.path.realpath(args.workdir), args.device, args.mem_cap)
     )
@@ -69,6 +72,9 @@ def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int
             torch.cuda.set_device(0)
         except Exception as exc:  # load() reports it to the parent
             sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
+    # the CUDA driver has served its own socket (the sandbox's filter left bind and listen
+    # to this line, ``serving_later``); the candidate may serve none
+    seccomp.refuse_serving()
     end = channel.BlockingEnd(fd_in, fd_out)
     worker = Worker(end, workdir, device)
     try:
@@ -96,13 +102,20 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def oneshot(request_path: str, workdir: str, device: str) -> int:
+def oneshot(request_path: str, workdir: str, device: str, profiled: bool = False) -> int:
     """For a profiler wrapping this process (``ncu``): load, warm up outside the NVTX
     range, then call inside ``ctxkernel_candidate`` -- so only the candidate's kernels of
     those calls are profiled. Writes ``REQUEST.json.result``; never times anything."""
     with open(request_path) as fh:
         req = json.load(fh)
     result: dict[str, Any] = {"ok": False}
+    if not profiled:  # a profiler's filter leaves sockets alone: its parts talk over them
+        if device == "cuda":
+            try:
+                torch.cuda.init()  # its driver serves a socket of its own while it starts
+            except Exception as exc:  # load() reports it
+                sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
+        seccomp.refuse_serving()
     worker = Worker(None, workdir, device)  # type: ignore[arg-type]
     try:
         reply, _ = worker.load(req["load"])

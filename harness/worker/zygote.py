@@ -287,6 +287,7 @@ def _become_worker(
         hidden=list(walls.get("hidden") or []),
         walls_on=list(walls.get("on", sandbox.ALL_WALLS)),
         needs=list(walls.get("needs") or []),
+        serving_later=bool(walls.get("serving_later")),
     )
     _reset_process(template, request, workdir)
     _seed_worker(template.backend)

@@ -1,21 +1,24 @@
 # cheat 16 (GPU): keep the GPU busy from a process of its own once the timed calls are over, to slow the reference timed next
 # problem: vector_add
 # options: policy_scan=false bench=true bench_budget_s=1
-# expect: none: the GPU stayed busy
+# expect: run: the flood process got no CUDA context
 """The GPU side of ``cheats/c16_work_left_behind.py``. On its first call the candidate
-starts an interpreter of its own (libc's ``system``, past the audit hooks) with a CUDA
-context of its own; it waits until the worker's CPU time stops advancing (the timed calls
-are over) and then launches 20 ms spin kernels without end. Contexts time-slice: the
-reference, timed next in another worker, would look slower. The harness stops the
-candidate's processes while the reference is timed, but their queued kernels (a launch
-queue of about a thousand, some 20 s of work) run on: the device is not seen idle within
-``gpuidle.IDLE_TIMEOUT_S``, the reference is not timed beside them and the verdict gives
-no speedup, naming why (it does not fail: on a shared GPU the busy work may be another
-user's).
+starts an interpreter of its own (libc's ``system``, past the audit hooks) that would open
+a CUDA context of its own, wait until the worker's CPU time stops advancing (the timed
+calls over) and launch 20 ms spin kernels without end, so the reference, timed next in
+another worker, would look slower (contexts time-slice). Inside the walls that process
+gets no CUDA context: the worker refuses bind and listen once its own CUDA is up
+(``seccomp.refuse_serving``) and its children inherit that, while the CUDA driver serves a
+socket as it starts (error 304 without it; seen on the H200, 2026-12-05), and landlock
+grants writes to the worker's own ``/proc/<pid>`` only. The first call waits for the
+process's word and fails the run with it. Where a process of the candidate's did get a
+context, ``harness/perf/gpuidle.py`` is the next wall: the reference is not timed beside a
+busy device, and no speedup is given.
 """
 
 import os
 import sys
+import time
 
 import torch
 import triton
@@ -26,6 +29,14 @@ import sys, time
 import torch
 
 parent = int(sys.argv[1])
+try:
+    torch.zeros(1, device="cuda")
+except Exception as exc:
+    with open("flood.state", "w") as fh:
+        fh.write(f"no CUDA: {exc}")
+    sys.exit(0)
+with open("flood.state", "w") as fh:
+    fh.write("flooding")
 
 
 def ticks():
@@ -68,6 +79,14 @@ def _start_flood() -> None:
     command = f"( exec '{sys.executable}' flood.py {os.getpid()} ) >/dev/null 2>&1 &"
     libc.system(command.encode())
     _STARTED.append(1)
+    for _ in range(400):  # its word, within 20 s
+        if os.path.exists("flood.state"):
+            with open("flood.state") as fh:
+                state = fh.read()
+            if state.startswith("no CUDA"):
+                raise RuntimeError(f"the flood process got no CUDA context ({state[:200]})")
+            return
+        time.sleep(0.05)
 
 
 def custom_kernel(inputs):
