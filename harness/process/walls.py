@@ -27,7 +27,8 @@ launcher does for it:
   ``unshare``/``setns``/namespace clones, bpf, ``perf_event_open``, keyrings, kexec,
   modules, io_uring (which would bypass the filter), file handles, ``pidfd_getfd``;
   no socket (nor socket pair) but a Unix stream one, no ``connect``, no ``sendto`` an
-  address, no ``bind`` or ``listen`` (no name another program expects taken); no System
+  address, no ``bind`` or ``listen`` (no name another program expects taken; a worker's
+  own second filter once CUDA is up, ``seccomp.refuse_serving``); no System
   V IPC or POSIX message queue (named machine-wide); no extended attribute set or removed
   (no landlock right covers them: the user's files untagged). Wherever no read-only
   world is up (``none`` mode, or its remount refused): no file made setuid, setgid,
