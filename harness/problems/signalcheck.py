@@ -28,13 +28,13 @@ stress inputs) get the same trial, but ``other input``, when their reference is 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..metrics import compare
+from ..metrics import CHUNK_ELEMENTS, compare
 from .problemspec import Tolerance
 
 if TYPE_CHECKING:
@@ -123,34 +123,53 @@ def relative(tolerance: Tolerance, expected: torch.Tensor) -> Tolerance:
 def output_peak(expected: torch.Tensor) -> float:
     if not (expected.is_floating_point() or expected.is_complex()) or expected.numel() == 0:
         return float(expected.abs().max()) if expected.numel() else 0.0
-    values = expected.detach().abs().to(torch.float64)
-    finite = values[torch.isfinite(values)]
-    return float(finite.max()) if finite.numel() else 0.0
+    peak = 0.0
+    flat = expected.detach().reshape(-1)
+    for start in range(0, flat.numel(), CHUNK_ELEMENTS):  # a float64 copy a chunk at a time
+        values = flat[start : start + CHUNK_ELEMENTS].abs().to(torch.float64)
+        finite = values[torch.isfinite(values)]
+        if finite.numel():
+            peak = max(peak, float(finite.max()))
+    return peak
 
 
 def trivial_answers(
     expected: torch.Tensor,
     inputs: Sequence[torch.Tensor],
     other: torch.Tensor | None = None,
-) -> list[tuple[str, torch.Tensor]]:
-    """The trivial answers for one output tensor, each of its shape, dtype and device."""
-    out: list[tuple[str, torch.Tensor]] = [
-        ("zeros", torch.zeros_like(expected)),
-        ("ones", torch.ones_like(expected)),
-    ]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The trivial answers for one output tensor, each of its shape, dtype and device, one
+    at a time (at upstream sizes each is gigabytes: none is made before the last is let go)."""
+    yield "zeros", torch.zeros_like(expected)
+    yield "ones", torch.ones_like(expected)
     same = [t for t in inputs if tuple(t.shape) == tuple(expected.shape)]
     if same:
         with torch.no_grad():
-            out.append(("identity", same[0].detach().to(expected.device, expected.dtype)))
+            yield "identity", same[0].detach().to(expected.device, expected.dtype)
     floating = expected.is_floating_point() or expected.is_complex()
     if floating and expected.numel() > 1:
-        values = expected.detach()
-        finite = values[torch.isfinite(values)] if not values.is_complex() else values.reshape(-1)
-        if finite.numel():
-            out.append(("mean", torch.full_like(values, finite.mean().item())))
+        mean = _finite_mean(expected.detach())
+        if mean is not None:
+            yield "mean", torch.full_like(expected, mean)
     if other is not None and tuple(other.shape) == tuple(expected.shape):
-        out.append(("other input", other.detach().to(expected.device, expected.dtype)))
-    return out
+        yield "other input", other.detach().to(expected.device, expected.dtype)
+
+
+def _finite_mean(values: torch.Tensor) -> complex | float | None:
+    """The mean of the finite elements (every element of a complex tensor); None where
+    none is. Past ``CHUNK_ELEMENTS`` summed a chunk at a time in float64 (no mask or copy
+    of the whole tensor)."""
+    flat = values.reshape(-1)
+    if values.is_complex() or flat.numel() <= CHUNK_ELEMENTS:
+        finite = flat if values.is_complex() else flat[torch.isfinite(flat)]
+        return finite.mean().item() if finite.numel() else None
+    total, count = 0.0, 0
+    for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+        part = flat[start : start + CHUNK_ELEMENTS]
+        finite = part[torch.isfinite(part)]
+        total += float(finite.sum(dtype=torch.float64))
+        count += finite.numel()
+    return total / count if count else None
 
 
 def _ok(got: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> bool:
