@@ -109,9 +109,10 @@ class Backend:
     protected_modules: tuple[str, ...] = ()
     protected_classes: tuple[tuple[str, str], ...] = ()
     code_rewriters: tuple[str, ...] = ()
-    # packages whose own code reads tensors to the host inside a launch (an interpreter
-    # running the kernel): those reads are the kernel's, not host compute
-    launcher_packages: tuple[str, ...] = ()
+    # the function that runs a launch on the host ("module:qualname": an interpreter's):
+    # the tensors its module's own code reads to the host inside it, with no other code
+    # between, are the kernel's arguments, not host compute (guards.OpRecorder)
+    host_launcher = ""
     allowed_programs: frozenset[str] = frozenset()
     # modules imported before the guards go on when a candidate of another backend
     # mentions this one (so what it could patch is in the identity snapshot)

@@ -41,7 +41,8 @@ class TritonBackend(Backend):
     name = "triton"
     label = "Triton"
     modules = ("triton",)
-    launcher_packages = ("triton",)  # the interpreter runs a kernel in numpy on the host
+    # the interpreter runs a kernel in numpy on the host; its __call__ copies the arguments
+    host_launcher = "triton.runtime.interpreter:GridExecutor.__call__"
     interpreter = "Triton interpreter"
     enforce_launches = True
     own_kernel_names = "launched"

@@ -30,6 +30,8 @@ P402   frame-walk          ``sys._getframe``, ``inspect.currentframe``, ``f_back
 P403   harness-evasion     disabling torch dispatch/function modes, audit hooks, tracing,
                            importing the harness
 P404   channel-tamper      ``os.write``/``os.dup2``/``os.fdopen``, ``/proc/self``
+P405   memory-read         a path naming a memory file (``/proc/<pid>/mem``, ``"m" + "em"``,
+                           ``/dev/mem``): the inputs' bytes read past torch
 P501   replay-cache        ``id(x)``, ``x.data_ptr()``, ``x._version`` used as a cache key
 P502   cache-decorator     ``lru_cache``/``cache`` on the entry point (warning elsewhere)
 P503   global-state        ``global`` writes, function attributes, mutable defaults (warning)

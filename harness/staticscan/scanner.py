@@ -12,6 +12,7 @@ import ast
 from ..backends import jit_decorators
 from ..problems.policy import GROUPS, Policy, canonical_name
 from ..problems.receivers import Containers
+from ..worker.guards import MEMORY_FILES
 from .findings import Finding
 from .names import (
     CACHE_DECORATORS,
@@ -331,6 +332,9 @@ class Scanner(ast.NodeVisitor):
                 node,
                 f"uses the @ operator ({self.policy.explain('torch.matmul')} is forbidden by the problem)",
             )
+        folded = _joined_text(node)
+        if folded is not None:  # "m" + "em": only the whole sum is a name
+            self._memory_file(node, folded)
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -414,7 +418,20 @@ class Scanner(ast.NodeVisitor):
                     node,
                     "refers to /proc/self (file descriptors of the harness)",
                 )
+            self._memory_file(node, text)
         self.generic_visit(node)
+
+    def _memory_file(self, node: ast.AST, text: str) -> None:
+        """A path whose last component names a memory file (``/proc/<pid>/mem``, a bare
+        ``"mem"`` joined on later, ``/dev/mem``): the inputs' bytes read past torch."""
+        if text.strip().rstrip("/").rpartition("/")[2] in MEMORY_FILES:
+            self.add(
+                "P405",
+                "memory-read",
+                "error",
+                node,
+                f"names a memory file ({text.strip()!r}: the process's memory, read past torch)",
+            )
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
@@ -656,3 +673,14 @@ class Scanner(ast.NodeVisitor):
                 "keys a dict by tensor identity (id/data_ptr/_version): a replay cache",
             )
         self.generic_visit(node)
+
+
+def _joined_text(node: ast.AST) -> str | None:
+    """The string a sum of string literals spells (``"m" + "em"``), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _joined_text(node.left), _joined_text(node.right)
+        if left is not None and right is not None:
+            return left + right
+    return None

@@ -4,10 +4,12 @@ candidate code while it runs.
 - ``install_audit_guard``: a ``sys.addaudithook`` policy, active while candidate code runs:
   no subprocess except an allowlist of compilers, no fork/exec/system, no thread creation
   (audit events where Python has them, wrappers around ``_thread``/``threading`` where it
-  does not), no writes outside the worker's temp dir, no network, no new audit hooks, no
-  ``__code__`` swaps; frame walking, ``gc`` object discovery, ``exec``/``compile`` and new
-  code or function objects are refused when the candidate's own code asks for them
-  directly. Violations are recorded even when the candidate catches the exception.
+  does not), no writes outside the worker's temp dir, no memory file opened (a process's
+  ``/proc/<pid>/mem`` under any spelling, ``/dev/mem``: the inputs' bytes read past every
+  torch call; ``memory_file``), no network, no new audit hooks, no ``__code__`` swaps;
+  frame walking, ``gc`` object discovery, ``exec``/``compile`` and new code or function
+  objects are refused when the candidate's own code asks for them directly. Violations are
+  recorded even when the candidate catches the exception.
   PyTorch's own compile machinery (``torch.compile``: dynamo, inductor, its progress bars)
   runs inside candidate calls and starts threads, probes the C++ toolchain with a Python
   subprocess and installs tracing hooks: the guard tells it apart by the code that asks
@@ -30,6 +32,7 @@ defence and these are the second line.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import site
@@ -94,6 +97,9 @@ WRITE_EVENTS: dict[str, tuple[int, ...]] = {
 }
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITABLE_DEVICES = ("/dev/null", "/dev/nvidia")
+# files whose content is memory: a process's (/proc/<pid>/mem, a task's too) or the machine's
+MEMORY_FILES = frozenset({"mem", "kmem", "kcore"})
+_KERNEL_LINKS = ("/proc/", "/dev/", "//")  # where symlinks the candidate did not make lead on
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
 _INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
 # packages whose frames are skipped when looking for who asked (torch's progress bars)
@@ -174,6 +180,39 @@ def caller_under(dirs: tuple[str, ...], depth: int) -> bool:
     except ValueError:
         return False
     return os.path.realpath(name).startswith(dirs)
+
+
+def memory_file(path: Any) -> str:
+    """What ``path`` (an ``open`` event's file or a symlink's target) names when it is a
+    memory file -- ``/proc/<pid>/mem`` as ``self``, ``thread-self``, a task's or the pid
+    itself, ``/dev/mem``, ``/proc/kcore`` -- else "". Judged by the last component of the
+    path as written (a path relative to a directory descriptor, which the audit event does
+    not carry, is only seen as written) and, for a descriptor and for a path that is
+    relative or under ``/proc`` or ``/dev`` (where the kernel's own links are: ``/dev/fd``,
+    ``/proc/self/fd/N``, ``/proc/<pid>/root``), of the file it leads to; a symlink of the
+    candidate's own is judged when it is made. A non-dumpable process still reads its own
+    ``mem`` (the kernel lets its own thread group in), so the refusal is this guard's;
+    native code opening it is not seen here."""
+    if isinstance(path, int):
+        try:
+            text = os.readlink(f"/proc/self/fd/{path}")
+        except OSError:
+            return ""
+    else:
+        try:
+            text = os.fsdecode(path)
+        except TypeError:
+            return ""
+    written = os.path.normpath(text)
+    if os.path.basename(written) in MEMORY_FILES:
+        return text
+    if written.startswith("/") and not written.startswith(_KERNEL_LINKS):
+        return ""  # imports open absolute paths: no realpath on their way
+    try:
+        full = os.path.realpath(text)
+    except ValueError:  # a NUL in the path: the open itself refuses it
+        return ""
+    return full if os.path.basename(full) in MEMORY_FILES else ""
 
 
 def program_name(path: Any) -> str:
@@ -319,6 +358,16 @@ def install_audit_guard(
             state["busy"] = False
 
     def _check(event: str, args: tuple[Any, ...]) -> None:
+        if event in ("open", "os.symlink") and args and args[0] is not None:
+            # whoever asks (a library helper opens files for the candidate too); a symlink
+            # to one would be opened later through a directory descriptor, as a bare name
+            named = memory_file(args[0])
+            if named:
+                refuse(
+                    "memory",
+                    f"opening a memory file ({named}) is not allowed: its bytes are the "
+                    "process's memory, the inputs' included, read past every torch call",
+                )
         if event == "open":
             path, mode, flags = ([*list(args), None, None, None])[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
@@ -539,6 +588,25 @@ HOST_READS = frozenset(
 )
 
 
+# frames from a launcher's read up to its launch's entry (the Triton interpreter's: 4)
+_LAUNCHER_FRAMES = 16
+
+
+def _function_code(spec: str) -> types.CodeType | None:
+    """The code of the function ``module:qualname`` names; None when it is gone."""
+    module_name, _, qualname = spec.partition(":")
+    if not module_name or not qualname:
+        return None
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    code = getattr(target, "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
 class OpRecorder:
     """Records ATen ops (dispatch mode, with the seconds spent in each) and torch functions
     (function mode) during a call."""
@@ -546,11 +614,12 @@ class OpRecorder:
     def __init__(
         self,
         launching: Callable[[], bool] | None = None,
-        launcher_packages: Iterable[str] = (),
+        host_launcher: str = "",
     ) -> None:
-        """``launching``: whether a kernel launch of the backend runs now; the host reads
-        its ``launcher_packages``' own code makes then (an interpreter's) are the kernel's,
-        not host compute."""
+        """``launching``: whether a kernel launch of the backend runs now; ``host_launcher``:
+        the function that runs a launch on the host (``module:qualname``, an interpreter's):
+        the host reads its module's code makes inside it are the kernel's, not host compute
+        (``launcher_read``)."""
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -564,13 +633,25 @@ class OpRecorder:
         self.host: Counter[str] = Counter()
         host = self.host
         in_launch = launching or (lambda: False)
-        launcher_dirs = tuple(d for d in (_package_dir(n) for n in launcher_packages) if d)
+        entry = _function_code(host_launcher)
+        getframe = sys._getframe
 
-        def launcher_frame() -> bool:
-            """Whether the read is a launcher's own (an interpreter's code, inside a
-            launch): Python the candidate runs inside an interpreted kernel is not."""
-            # frames: this, __torch_function__, the code that called the tensor method
-            return bool(launcher_dirs) and in_launch() and caller_under(launcher_dirs, 2)
+        def launcher_read() -> bool:
+            """Whether the read is the launcher's own: inside a launch, made by the
+            launcher's module and with only that module's frames up to the launch's entry.
+            Code between them -- a kernel body the interpreter runs, a grid function, a
+            pre-run hook, another package's helper the body calls -- is not the launcher,
+            whatever package it belongs to."""
+            if entry is None or not in_launch():
+                return False
+            frame: types.FrameType | None = getframe(2)  # this, __torch_function__, the reader
+            for _ in range(_LAUNCHER_FRAMES):
+                if frame is None or frame.f_code.co_filename != entry.co_filename:
+                    return False
+                if frame.f_code is entry:
+                    return True
+                frame = frame.f_back
+            return False
 
         aten = self.aten
         seconds = self.seconds
@@ -617,7 +698,7 @@ class OpRecorder:
                         and args
                         and isinstance(args[0], tensor_type)
                         and args[0].device.type == "cpu"  # a device tensor's DLPack is no read
-                        and not launcher_frame()
+                        and not launcher_read()
                     ):
                         host[name] += args[0].numel()
                 return func(*args, **(kwargs or {}))
@@ -654,10 +735,12 @@ class OpRecorder:
 
 __all__ = [
     "ALLOWED_PROGRAMS",
+    "MEMORY_FILES",
     "AuditGuard",
     "HarnessGuardError",
     "OpRecorder",
     "Violation",
     "caller_under",
     "install_audit_guard",
+    "memory_file",
 ]

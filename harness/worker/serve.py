@@ -186,7 +186,7 @@ class Worker:
         counter = self.counter
         self.recorder = OpRecorder(
             launching=lambda: counter is not None and counter.depth > 0,
-            launcher_packages=backend.launcher_packages,
+            host_launcher=backend.host_launcher,
         )
         self.recorder.warm_up()
         # on a CPU, torch's own op records too (``torchstate.OpLedger``): a second book

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_python
 
 from harness.metrics import compare
 from harness.problems.policy import Policy
@@ -193,6 +196,14 @@ MATMUL = Policy.from_entries(["matmul"])
         ("import threading\ndef custom_kernel(i):\n    return i\n", {"P301"}),
         ("import os\ndef custom_kernel(i):\n    os.system('ls')\n    return i\n", {"P302"}),
         ("import os\ndef custom_kernel(i):\n    os.write(3, b'x')\n    return i\n", {"P404"}),
+        (
+            "import os\ndef custom_kernel(i):\n    open(f'/proc/{os.getpid()}/mem', 'rb')\n    return i\n",
+            {"P405"},
+        ),
+        (
+            "def custom_kernel(i):\n    open('/'.join(['', 'proc', 'se' + 'lf', 'm' + 'em']))\n    return i\n",
+            {"P405"},
+        ),
         ("def custom_kernel(i):\n    exec('x = 1')\n    return i\n", {"P201"}),
         (
             "import base64\nexec(base64.b64decode(b'eA=='))\ndef custom_kernel(i):\n    return i\n",
@@ -226,6 +237,74 @@ def test_scan_reports_syntax_and_missing_entry_with_lines() -> None:
     assert missing.errors[0].rule == "P002"
     model = scan("class ModelNew:\n    pass\n", MATMUL, entry="ModelNew", entry_kind="model")
     assert not model.errors
+
+
+def test_every_spelling_of_a_memory_file_is_named(tmp_path: Path) -> None:
+    import threading
+
+    from harness.worker.guards import memory_file
+
+    pid, tid = os.getpid(), threading.get_native_id()
+    link = tmp_path / "data.bin"
+    link.symlink_to("/proc/self/mem")
+    fd = os.open("/proc/self/mem", os.O_RDONLY)
+    try:
+        for path in (
+            "/proc/self/mem",
+            "//proc//self/./mem",
+            f"/proc/{pid}/mem",
+            f"/proc/self/task/{tid}/mem",
+            "/proc/thread-self/mem",
+            "/proc/self/root/proc/self/mem",
+            b"/proc/self/mem",
+            Path("/proc/self/mem"),
+            "mem",  # relative to a directory descriptor on /proc/self
+            "task/1/mem",
+            "/dev/mem",
+            os.path.relpath(link),  # a symlink reached by a relative path (an absolute
+            # one of the candidate's is judged when it is made: its target above)
+            fd,
+            f"/dev/fd/{fd}",
+            f"/proc/self/fd/{fd}",
+        ):
+            assert memory_file(path), path
+    finally:
+        os.close(fd)
+    for path in ("/proc/self/maps", "/proc/self/status", str(tmp_path / "memo.txt"), 0, None):
+        assert not memory_file(path), path
+
+
+def test_the_guard_refuses_a_memory_file_by_every_route(tmp_path: Path) -> None:
+    out = run_python(
+        f"""
+        import os, pathlib
+        import numpy as np
+        from harness.worker.guards import install_audit_guard
+
+        work = {str(tmp_path)!r}
+        guard = install_audit_guard(work)
+        proc = os.open("/proc/self", os.O_RDONLY)  # before the guard is on
+        routes = {{
+            "open": lambda: open("/proc/self/mem", "rb", buffering=0),
+            "os.open": lambda: os.open(f"/proc/{{os.getpid()}}/task/{{os.getpid()}}/mem", 0),
+            "dir_fd": lambda: os.open("mem", os.O_RDONLY, dir_fd=proc),
+            "pathlib": lambda: pathlib.Path("/proc/thread-self/mem").read_bytes(),
+            "numpy": lambda: np.fromfile("/proc/self/mem", count=1),
+            "symlink": lambda: os.symlink("/proc/self/mem", os.path.join(work, "x")),
+        }}
+        guard.activate()
+        refused = []
+        for name, route in routes.items():
+            try:
+                route()
+            except PermissionError as exc:
+                refused.append(name if "memory file" in str(exc) else str(exc))
+        guard.deactivate()
+        print(" ".join(refused))
+        print({{v.kind for v in guard.take_violations()}})
+        """
+    )
+    assert out.splitlines() == ["open os.open dir_fd pathlib numpy symlink", "{'memory'}"], out
 
 
 def test_policy_scan_off_downgrades_policy_rules() -> None:

@@ -126,34 +126,70 @@ def test_ops_inside_a_custom_op_are_recorded() -> None:
     assert "ckt::vsum" in out and "aten::add" in out
 
 
-def test_host_reads_count_unless_a_launcher_reads_inside_its_launch() -> None:
+def test_host_reads_count_unless_the_interpreters_launcher_reads_inside_its_launch() -> None:
     out = run_python(
         """
         import os
+        os.environ["TRITON_INTERPRET"] = "1"
         import torch
         import triton
+        import triton.language as tl
+        from triton.profiler import metric
+        from harness.backends.triton import TritonBackend
         from harness.worker.guards import OpRecorder
 
-        # a function whose code is the Triton interpreter's own file (its launcher)
+        backend = TritonBackend()
+        counter = backend.prepare_worker("cpu")
+        recorder = OpRecorder(lambda: counter.depth > 0, backend.host_launcher)
+        box = {}
+
+        @triton.jit
+        def copy(src, dst, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+        @triton.jit
+        def helper_reads(x_ptr):  # a triton helper's tolist() from the kernel body
+            box["list"] = metric._scalar_or_vector_value(box["x"], lambda v: v)
+
+        @triton.jit
+        def body_reads(x_ptr):  # the kernel body's own numpy()
+            box["array"] = box["x"].numpy()
+
+        # a function whose code is the interpreter's own file, called by the kernel body
         launcher = {}
         path = os.path.join(os.path.dirname(triton.__file__), "runtime", "interpreter.py")
         exec(compile("def read(t):\\n    return t.numpy()", path, "exec"), launcher)
 
-        launching = [False]
-        recorder = OpRecorder(launching=lambda: launching[0], launcher_packages=["triton"])
+        @triton.jit
+        def spoof_reads(x_ptr):
+            launcher["read"](box["x"])
+
         x = torch.ones(100)
+        box["x"] = x
+        out = torch.empty_like(x)
         with recorder:
+            copy[(1,)](x, out, 100, BLOCK=128)  # the interpreter copies its arguments
+            print("honest", dict(recorder.host))
             x.numpy().sum()
             x[:3].tolist()
             [v.item() for v in x[:5]]
-            launcher["read"](x)  # outside a launch: counted
-            launching[0] = True
-            launcher["read"](x)  # the launcher's own read inside its launch: not counted
-            x.numpy()  # candidate Python inside an interpreted kernel: counted
-        print(dict(recorder.host))
+            print("host", dict(recorder.host))
+            recorder.reset()
+            helper_reads[(1,)](x)
+            print("helper", dict(recorder.host))
+            recorder.reset()
+            body_reads[(1,)](x)
+            spoof_reads[(1,)](x)
+            print("body", dict(recorder.host))
         """
     )
-    assert "'numpy': 300" in out and "'tolist': 3" in out and "'item': 5" in out
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["honest"] == "{}", out
+    assert "'numpy': 100" in lines["host"] and "'tolist': 3" in lines["host"], out
+    assert "'item': 5" in lines["host"], out
+    assert lines["helper"] == "{'tolist': 100}", out
+    assert lines["body"] == "{'numpy': 200}", out
 
 
 def test_host_reads_are_library_work_in_both_shares() -> None:
