@@ -6,6 +6,9 @@
   (PID and start time of the owning process); ``remove_root`` removes it at the end.
   ``sweep()`` removes the dirs of owners that died without cleaning up (SIGKILL), with
   any process still working in them; every runner calls ``sweep_once()`` at its start.
+  Both remove through ``workertree.remove``: a folder a worker closed to its owner (mode
+  000) is opened up again, never through a link, and the marker goes last -- a dir that
+  could not be emptied keeps it, and a later sweep tries again once its owner is gone.
 - ``track(pgid)`` / ``untrack(pgid)``: the live worker process groups of this process.
   ``install_signal_cleanup()`` (from the main thread) makes SIGTERM and SIGHUP kill
   them, remove the live temp dirs and then end the process with the same signal, as it
@@ -17,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import tempfile
 import threading
 import time
 from pathlib import Path
 from types import FrameType
+
+from . import workertree
 
 MARKER = ".owner"
 PREFIXES = ("ctxkernel-check-", "ctxkernel-pool-", "ctxkernel-template-")
@@ -67,7 +71,17 @@ def temp_root(prefix: str, parent: Path | None = None) -> Path:
 
 def remove_root(root: Path) -> None:
     _roots.pop(str(root), None)
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
+
+
+def remove_tree(root: Path) -> bool:
+    """Remove a temp dir, its marker last, whatever modes a worker left in it; if something
+    is still left, end whatever process of ours still works in it and try once more (the
+    callers end their workers first: this is for what escaped them). Whether it is gone."""
+    if workertree.remove(root, last=MARKER):
+        return True
+    kill_processes_under(root)
+    return workertree.remove(root, last=MARKER)
 
 
 def sweep(directory: Path | None = None) -> list[Path]:
@@ -90,8 +104,8 @@ def sweep(directory: Path | None = None) -> list[Path]:
         if owner_alive(pid, start):
             continue
         kill_processes_under(entry)
-        shutil.rmtree(entry, ignore_errors=True)
-        removed.append(entry)
+        if remove_tree(entry):
+            removed.append(entry)
     return removed
 
 
@@ -130,7 +144,7 @@ def cleanup_now() -> None:
     if roots:
         time.sleep(0.05)  # let the killed processes go before their dirs do
     for root in roots:
-        shutil.rmtree(root, ignore_errors=True)
+        workertree.remove(root, last=MARKER)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

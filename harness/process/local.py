@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..options import RunOptions, memory_cap_for
 from ..worker.jitclock import CompileClock
-from . import channel, cleanup, memwatch, sandbox, templates
+from . import channel, cleanup, memwatch, sandbox, templates, workertree
 from .session import Reply, WorkerGone
 from .workerenv import scrubbed_env
 from .workerfiles import read_worker_file, remove_entry, write_fresh
@@ -247,7 +247,13 @@ class LocalSession:
         logs = sum(_file_bytes(p) for p in (self.stdout_path, self.stderr_path))
         if now - self._disk_checked >= DISK_CHECK_EVERY_S:
             self._disk_checked = now
-            self._folder_bytes = _disk_bytes(self.workdir, self.disk_cap)
+            try:  # a folder it closed to its owner is opened up again, or it is ended
+                self._folder_bytes = workertree.weigh(self.workdir, self.disk_cap)
+            except workertree.Unweighable as closed:
+                self._over_cap(
+                    f"left a folder in its temp folder that the disk cap cannot weigh "
+                    f"({closed}; --disk-cap); killed"
+                )
         used = self._folder_bytes + logs
         if used > self.disk_cap:
             self._over_cap(
@@ -457,33 +463,6 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 
 DISK_CHECK_EVERY_S = 0.5  # how often the watchdog weighs a worker's temp folder
-# what an entry costs at least, whatever it holds: an empty file, a link or a FIFO takes
-# no block but an inode and a directory slot (millions of them exhaust the file system)
-ENTRY_BYTES = 4096
-
-
-def _disk_bytes(root: Path, stop_above: int) -> int:
-    """Bytes allocated under ``root`` (symlinks not followed; each entry at least
-    ``ENTRY_BYTES``), counted until past ``stop_above``."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            entries = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                total += max(st.st_blocks * 512, ENTRY_BYTES)
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-        if total > stop_above:
-            break
-    return total
 
 
 def _file_bytes(path: Path) -> int:

@@ -11,11 +11,13 @@ only regular files of bounded size, checked on the descriptor it reads
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
+
+from . import workertree
 
 
 def _open_regular(path: Path) -> tuple[Any, os.stat_result] | None:
@@ -75,7 +77,9 @@ def write_fresh(path: Path, text: str) -> None:
 def remove_entry(path: Path) -> None:
     try:
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+            # a folder the worker left there, perhaps closed to its owner (mode 000)
+            if not workertree.remove(path):
+                raise OSError(errno.ENOTEMPTY, "a worker's folder could not be removed", str(path))
         else:
             path.unlink()
     except FileNotFoundError:

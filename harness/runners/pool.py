@@ -222,7 +222,7 @@ class _Slot:
             with contextlib.suppress(OSError):
                 os.close(self.reply_fd)
             self.reply_fd = None
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        cleanup.remove_tree(self.tmp)  # whatever modes its checks' workers left
 
     def send(self, doc: dict[str, Any]) -> None:
         assert self.proc is not None and self.proc.stdin is not None

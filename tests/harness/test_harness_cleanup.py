@@ -173,6 +173,71 @@ def test_sweep_spares_live_owners_and_unmarked_dirs(tmp_path: Path) -> None:
     assert not live.exists()
 
 
+def _close_to_its_owner(root: Path, outside: Path) -> None:
+    """What a worker may leave in its folder, running as its parent's user: filled folders
+    closed (mode 000, one in another; 0300), links out to folders and files of the user's,
+    a chain of folders deeper than a path can name, and one deeper than Python recurses."""
+    work = root / "work"
+    (work / "stash" / "inner").mkdir(parents=True)
+    (work / "stash" / "blob.bin").write_bytes(b"x" * (1 << 20))
+    (work / "stash" / "inner" / "blob.bin").write_bytes(b"y" * (1 << 20))
+    (work / "stash" / "inner" / "folder").symlink_to(outside)
+    (work / "stash" / "file").symlink_to(outside / "kept.txt")
+    (work / "hidden").mkdir()
+    (work / "hidden" / "blob.bin").write_bytes(b"z" * (1 << 20))
+    for folder, mode in (
+        (work / "stash" / "inner", 0),
+        (work / "stash", 0),
+        (work / "hidden", 0o300),
+    ):
+        folder.chmod(mode)
+    for name, depth in (("d" * 250, 24), ("n", 1500)):
+        fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            below = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        os.close(os.open("blob.bin", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))
+        os.chmod(f"/proc/self/fd/{fd}", 0)  # the deepest one closed too
+        os.close(fd)
+
+
+def test_a_folder_a_worker_closed_to_its_owner_is_removed_and_nothing_beyond_it_changes(
+    tmp_path: Path,
+) -> None:
+    """An unprivileged parent cannot list a folder of mode 000 (root can): rmtree left the
+    check's temp folder behind for good, and a chain of folders deeper than Python's
+    recursion limit raised out of the cleanup. The modes are given back, never through a
+    link, and everything goes."""
+    outside = tmp_path / "users"
+    outside.mkdir()
+    (outside / "kept.txt").write_text("the user's\n")
+    (outside / "kept.txt").chmod(0o400)
+    outside.chmod(0o500)
+    root = cleanup.temp_root("ctxkernel-check-", parent=tmp_path)
+    _close_to_its_owner(root, outside)
+    cleanup.remove_root(root)
+    assert not os.path.lexists(root)
+    assert oct(outside.stat().st_mode & 0o7777) == oct(0o500)
+    assert oct((outside / "kept.txt").stat().st_mode & 0o7777) == oct(0o400)
+    outside.chmod(0o700)
+
+
+def test_a_swept_folder_a_worker_closed_to_its_owner_goes_too(tmp_path: Path) -> None:
+    dead = tmp_path / "ctxkernel-check-dead"
+    dead.mkdir()
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    (dead / cleanup.MARKER).write_text(json.dumps({"pid": int(done.stdout), "start": "1"}))
+    outside = tmp_path / "users"
+    outside.mkdir()
+    (outside / "kept.txt").write_text("the user's\n")
+    _close_to_its_owner(dead, outside)
+    assert cleanup.sweep(tmp_path) == [dead]
+    assert not os.path.lexists(dead)
+
+
 def test_import_hang_stops_at_the_timeout_not_at_300_s(tmp_path: Path) -> None:
     candidate = tmp_path / "hangs_at_import.py"
     candidate.write_text("import time\n\ntime.sleep(600)\n\n\ndef custom_kernel(inputs):\n    return inputs[0]\n")  # fmt: skip

@@ -30,7 +30,7 @@ from conftest import fast_options
 
 from harness.options import RunOptions, memory_cap_for
 from harness.paths import check_server_dir, default_runs_dir
-from harness.process import sandbox
+from harness.process import cleanup, sandbox
 from harness.runner import LocalRunner, check
 from harness.server.client import secure_dir
 
@@ -143,9 +143,30 @@ def neighbours() -> Iterator[dict[str, str]]:
         libc.shmctl(shmid, 0, None)  # IPC_RMID
 
 
+@pytest.fixture
+def check_roots(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The temp folders the checks of a test make (their workers' folders within)."""
+    made: list[Path] = []
+    make = cleanup.temp_root
+
+    def recorded(prefix: str, parent: Path | None = None) -> Path:
+        root = make(prefix, parent)
+        if prefix == "ctxkernel-check-":
+            made.append(root)
+        return root
+
+    monkeypatch.setattr(cleanup, "temp_root", recorded)
+    return made
+
+
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda p: p.stem)
 def test_a_wall_cheat_finds_the_door_shut(
-    cheat: Path, mode: str, tmp_path: Path, listening_socket: Path, neighbours: dict[str, str]
+    cheat: Path,
+    mode: str,
+    tmp_path: Path,
+    listening_socket: Path,
+    neighbours: dict[str, str],
+    check_roots: list[Path],
 ) -> None:
     problem = tmp_path / "vector_add"
     shutil.copytree(EXAMPLES / "vector_add", problem)
@@ -181,6 +202,8 @@ def test_a_wall_cheat_finds_the_door_shut(
     assert not (_site_packages() / "zz_ctxkernel_wall_test.pth").exists()
     assert not (Path.home() / ".ctxkernel-wall-test").exists()
     assert _gone("27.1828"), _sleepers("27.1828")
+    # nothing of the check is left, whatever modes its worker left on its folders
+    assert check_roots and not [r for r in check_roots if os.path.lexists(r)], check_roots
     layers = verdict.environment["isolation"]["layers"]
     assert layers["seccomp"] == "on" and layers["landlock"].startswith("ABI")
     assert layers["parent_folders_hidden"] == ("landlock" if mode == "none" else "tmpfs")
