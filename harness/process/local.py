@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from ..options import RunOptions, memory_cap_for
 from ..worker.jitclock import CompileClock
 from . import channel, cleanup, memwatch, sandbox, templates, workertree
-from .session import Reply, WorkerGone
+from .session import Reply, WorkerGone, malformed
 from .workerenv import scrubbed_env
 from .workerfiles import read_worker_file, remove_entry, write_fresh
 
@@ -89,6 +89,7 @@ class LocalSession:
         self._folder_bytes = 0
         self.memory: memwatch.MemoryWatch | None = None
         self._capped: WorkerGone | None = None  # the cap it was killed for, if any
+        self._corrupted: WorkerGone | None = None  # the channel's corruption, if it was
         self._gone: WorkerGone | None = None
         self.startup_timeout_s = options.startup_timeout_s
         self.compile_clock = CompileClock(2 * options.first_call_timeout_s)
@@ -304,6 +305,9 @@ class LocalSession:
             self.end.send(header, tensors, deadline, self._tick)
             while True:  # interim frames: the import begins, a compile starts or ends
                 frame = self.end.recv(deadline, self._tick, max_reply_bytes)
+                wrong = malformed(frame.header)
+                if wrong is not None:
+                    raise channel.ChannelError(f"malformed reply from the worker: {wrong}")
                 stage = frame.header.get("stage")
                 if stage == "import" and loading:
                     starting = False
@@ -339,6 +343,7 @@ class LocalSession:
         except channel.ChannelError as exc:
             self.kill()
             self._gone = WorkerGone(f"the result channel was corrupted: {exc}", self.stderr_tail())
+            self._corrupted = self._gone
             raise self._gone from None
         if self.end.pending():
             self.kill()
@@ -377,10 +382,12 @@ class LocalSession:
         if self._gone is None and self.proc.poll() is None:
             try:
                 reply = self.request({"op": "bye"}, [], timeout_s=10.0, max_reply_bytes=1 << 20)
-                final["integrity"] = list(reply.header.get("integrity", []))
+                final["integrity"] = list(reply.header.get("integrity") or [])
             except WorkerGone as gone:
                 if gone is self._capped:  # past a cap since its last request: say so
                     final["integrity"] = [{"kind": "cap", "message": gone.reason}]
+                elif gone is self._corrupted:  # a forged or malformed goodbye: say so
+                    final["integrity"] = [{"kind": "channel", "message": gone.reason}]
         try:  # the worker exits right after its goodbye (no interpreter teardown)
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:

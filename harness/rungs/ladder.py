@@ -4,7 +4,8 @@
 -> RungResult``. ``earlier`` holds the typed results of the rungs before (``results.py``):
 a rung's ``RungResult.output`` is added to it. Rungs after a failed gate are listed as
 not run. A rung that crashes is a harness bug and is reported as that rung failing with
-"harness error", never as a pass. Once the compile rung passes, each enabled rung's optional
+"harness error", never as a pass; so is closing the workers after the rungs (a failed
+``close`` result). Once the compile rung passes, each enabled rung's optional
 ``ahead(ctx)`` starts what it will need (the benchmark's worker) while the rungs before it
 run. A rung may define ``enabled(ctx)``: the performance rungs (benchmark, roofline, dumps,
 profile, isa, sanitize, trace) run only when asked for (``--bench``, ``--dump``/``--target``,
@@ -48,6 +49,16 @@ class Rung(Protocol):
     gating: bool
 
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult: ...
+
+
+class _Closing:
+    """The ladder's goodbye to its workers, named in the verdict when it fails."""
+
+    name = "close"
+    gating = True
+
+
+_CLOSING = _Closing()
 
 
 class Ladder:
@@ -105,7 +116,18 @@ class Ladder:
             elif rung.name == "compile" and result.ok:
                 self._start_ahead(ctx)
         closing = time.monotonic()
-        ctx.close()
+        try:
+            ctx.close()
+        except UsageError:
+            raise
+        except Exception as exc:  # a harness bug while closing: the verdict fails, named
+            results.append(
+                RungResult.fail(
+                    _CLOSING,
+                    f"harness error closing the workers: {type(exc).__name__}: {exc}",
+                    details={"traceback": traceback.format_exc()[-3000:]},
+                )
+            )
         rung_s["(close)"] = round(time.monotonic() - closing, 3)
         return self._verdict(ctx, results, earlier, time.monotonic() - started, rung_s)
 

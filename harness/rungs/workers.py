@@ -150,16 +150,21 @@ class Workers:
             self.findings.note(self.closed.get("integrity") or [])
 
     def close(self) -> None:
-        """End every worker (the ladder's, the auxiliary ones and any started ahead)."""
-        self.finish()
-        for role in list(self._aux):
-            self.close_aux(role)
-        while self._ahead:
-            _, session = self._ahead.popitem()
-            kill = getattr(session, "kill", None)
-            if kill is not None:  # it never ran candidate code: nothing to collect from it
-                kill()
-            session.close()
+        """End every worker (the ladder's, the auxiliary ones and any started ahead),
+        each even when ending one before it raised."""
+        try:
+            self.finish()
+        finally:
+            try:
+                for role in list(self._aux):
+                    self.close_aux(role)
+            finally:
+                while self._ahead:
+                    _, session = self._ahead.popitem()
+                    kill = getattr(session, "kill", None)
+                    if kill is not None:  # it never ran candidate code: nothing to collect
+                        kill()
+                    session.close()
 
     # -- calls -------------------------------------------------------------------------
 
