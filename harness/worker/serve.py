@@ -21,8 +21,13 @@ per request, strictly in order):
   ``tracing/collect.py``. These handlers are given the worker as a ``WorkerState``
   (``state.py``), and an exception in one is answered as the harness's error.
 
-``OPS`` is the one table of requests (op name -> handler); an op not in it is answered
-with an error and the worker serves on. A request that carries a ``nonce`` gets it back in
+``OPS`` is the one table of requests (op name -> handler), read-only; an op not in it is
+answered with an error and the worker serves on. The serve loop binds the table, ``answer``
+and the identity snapshot's check before the first request (before any candidate code
+runs): a candidate that rebinds them through ``sys.modules``, or patches a method a handler
+reads as it answers (``Worker.integrity``), changes nothing the loop calls, and the loop
+adds what the snapshot sees changed to every reply that carries findings, whatever the
+handler put there. A request that carries a ``nonce`` gets it back in
 its reply (the benchmark's requests do): a frame the candidate writes onto the channel
 itself, mid-request, cannot carry it.
 
@@ -40,6 +45,7 @@ channel. The worker never sees seeds or reference outputs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import json
@@ -48,7 +54,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -99,6 +106,10 @@ class Worker:
         self.last_inputs: Any = None
         self.last_leaves: list[torch.Tensor] = []
         self.reported_patches: set[str] = set()
+        # the identity snapshot's check, bound before the candidate is imported, and what it
+        # saw right after candidate code returned (a patch put back later is still named)
+        self.patch_check: Callable[[], list[str]] = list
+        self.patches_seen: set[str] = set()
         self.dead = False
         self.subject = "candidate"
         self.problem: Any = None
@@ -116,13 +127,24 @@ class Worker:
     def serve(self) -> int:
         """Answer requests until ``bye`` or the channel closes; 4 when a request left the
         device context unusable (e.g. an illegal access)."""
+        # bound now, before any candidate code runs: what the loop calls and checks with
+        # stays the harness's whatever candidate code rebinds in these modules later
+        reply_to, ops, patches = answer, OPS, _with_patches
+        changed = IdentitySnapshot.changed
+        recv, send = self.end.recv, self.end.send
         while True:
             try:
-                frame = self.end.recv()
+                frame = recv()
             except channel.ChannelClosed:
                 return 0
-            op = frame.header.get("op")
-            self.end.send(*answer(self, frame.header, frame.tensors))
+            header = frame.header
+            op = header.get("op")
+            reply, out = reply_to(self, header, frame.tensors, ops)
+            if self.snapshot is not None:  # also what a call saw that was put back since
+                seen = self.patches_seen
+                seen.update(changed(self.snapshot))
+                reply = patches(reply, op, sorted(seen), self.reported_patches)
+            send(reply, out)
             if op == "bye":
                 return 0
             if self.dead:
@@ -203,6 +225,7 @@ class Worker:
         env = self.environment(backend.environment())
         extra = [*snapshot_harness_modules(), "__main__"]
         self.snapshot = IdentitySnapshot.take(extra_modules=[m for m in extra if m in sys.modules])
+        self.patch_check = functools.partial(IdentitySnapshot.changed, self.snapshot)
         self.dispatch_state = torchstate.DispatchState.take()
         self.guard = install_audit_guard(self.workdir)
         guard_of.append(self.guard)
@@ -228,6 +251,7 @@ class Worker:
                 spec.loader.exec_module(module)
             finally:
                 self.guard.deactivate()
+                self.patches_seen.update(self.patch_check())
             entry_name = str(req.get("entry", "custom_kernel"))
             self.entry = getattr(module, entry_name, None)
             if self.entry is None:
@@ -375,6 +399,7 @@ class Worker:
                         result = entry(*args) if self.entry_kind == "model" else entry(args)
                     finally:
                         self.guard.deactivate()
+                        self.patches_seen.update(self.patch_check())
             except BaseException as exc:
                 error = self.describe_error(exc, "call", backend)
                 if self.device == "cuda" and any(w in str(exc) for w in _DEVICE_FAULTS):
@@ -531,12 +556,8 @@ class Worker:
     # -- findings ----------------------------------------------------------------------
 
     def integrity(self) -> list[dict[str, str]]:
+        # a change the identity snapshot sees is added by the serve loop (``_with_patches``)
         found: list[dict[str, str]] = []
-        if self.snapshot is not None:
-            for name in self.snapshot.changed():
-                if name not in self.reported_patches:
-                    self.reported_patches.add(name)
-                    found.append({"kind": "patched", "message": f"candidate code replaced {name}"})
         if self.guard is not None:
             found.extend(v.as_dict() for v in self.guard.take_violations())
         if self.process_state is not None:
@@ -609,27 +630,63 @@ def _bye(worker: Worker, req: dict[str, Any], tensors: list[torch.Tensor]) -> Re
 
 
 # Every request the worker answers, by ``op``; any other op is answered with an error.
-OPS: dict[str, Handler] = {
-    "load": lambda worker, req, tensors: worker.load(req),
-    "call": Worker.call,
-    "bench": _caught("bench", benchworker.handle_bench),
-    "bench_sample": _caught("bench_sample", benchworker.handle_sample),
-    "identity": _caught("identity", lambda w, req, _: (benchworker.handle_identity(w, req), [])),
-    "ceilings": _caught("ceilings", lambda w, req, _: (benchworker.handle_ceilings(w, req), [])),
-    "artifacts": _caught("artifacts", lambda w, req, _: benchworker.handle_artifacts(w, req)),
-    "trace": _caught("trace", _trace),  # trace rung
-    "bye": _bye,
-}
+# Read-only: candidate code reaches this module through ``sys.modules``.
+OPS: Mapping[str, Handler] = types.MappingProxyType(
+    {
+        "load": lambda worker, req, tensors: worker.load(req),
+        "call": Worker.call,
+        "bench": _caught("bench", benchworker.handle_bench),
+        "bench_sample": _caught("bench_sample", benchworker.handle_sample),
+        "identity": _caught(
+            "identity", lambda w, req, _: (benchworker.handle_identity(w, req), [])
+        ),
+        "ceilings": _caught(
+            "ceilings", lambda w, req, _: (benchworker.handle_ceilings(w, req), [])
+        ),
+        "artifacts": _caught("artifacts", lambda w, req, _: benchworker.handle_artifacts(w, req)),
+        "trace": _caught("trace", _trace),  # trace rung
+        "bye": _bye,
+    }
+)
+
+# the requests during which candidate code runs (or that end the worker): their replies
+# carry integrity findings
+_FINDING_OPS = frozenset({"load", "call", "bench", "trace", "bye"})
 
 
-def answer(worker: Worker, header: dict[str, Any], tensors: list[torch.Tensor]) -> Reply:
+def _with_patches(
+    reply: dict[str, Any],
+    op: Any,
+    changed: list[str],
+    reported: set[str],
+    finding_ops: frozenset[str] = _FINDING_OPS,
+) -> dict[str, Any]:
+    """``reply`` with each change the identity snapshot saw that no reply has named yet
+    (``reported``: also what the harness changed itself, Proton's hooks)."""
+    fresh = [name for name in changed if name not in reported]
+    if not fresh or (op not in finding_ops and "integrity" not in reply):
+        return reply
+    given = reply.get("integrity")
+    found = list(given) if isinstance(given, list) else []
+    for name in fresh:
+        reported.add(name)
+        found.append({"kind": "patched", "message": f"candidate code replaced {name}"})
+    return {**reply, "integrity": found}
+
+
+def answer(
+    worker: Worker,
+    header: dict[str, Any],
+    tensors: list[torch.Tensor],
+    ops: Mapping[str, Handler] = OPS,
+) -> Reply:
     """The reply to one request as the serve loop sends it: its handler's (an op not in
-    ``OPS`` is answered with an error), with the request's nonce when it had one -- the
+    ``ops`` is answered with an error), with the request's nonce when it had one -- the
     parent's proof that this frame answers that request. The candidate runs while a request
     is served but is never handed the request, so a frame it writes onto the channel itself
     cannot carry the nonce."""
     op = header.get("op")
-    handler = OPS.get(op) if isinstance(op, str) else None
+    handler = ops.get(op) if isinstance(op, str) else None
     if handler is None:
         reply: dict[str, Any] = {
             "ok": False,

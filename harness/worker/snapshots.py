@@ -3,7 +3,10 @@ as it found.
 
 - ``IdentitySnapshot``: the identity of critical functions (timers, validators, the
   reference's building blocks, harness internals, ``sys.modules`` entries); checked after
-  import and after every call so a monkeypatch is reported by name.
+  import and after every call so a monkeypatch is reported by name. Of the harness's own
+  modules it keeps every module-level name (a table such as the worker's ``OPS`` by its
+  content too) and the methods of every class they define (``Worker.integrity``,
+  ``OpRecorder.reset``): the worker reads them while it answers, after candidate code ran.
 - ``ProcessState``: live thread count and signal handlers, to catch work left running;
   ``settle`` waits a moment for it.
 
@@ -92,7 +95,41 @@ def _fingerprint(value: Any) -> tuple[Any, ...]:
     return (value,)
 
 
+# a table's content, compared item by item (its values by identity)
+_TABLES = (dict, list, set, types.MappingProxyType)
+
+
+def _table_content(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, (dict, types.MappingProxyType)):
+        return (value, *[x for item in value.items() for x in item])
+    if isinstance(value, set):
+        return (value, *sorted(value, key=repr))
+    return (value, *value)
+
+
+def _harness_module(name: str) -> bool:
+    return name == "harness" or name.startswith("harness.")
+
+
+# the harness's own module-level tables that the harness itself fills as it runs (caches,
+# registries filled on first use): their content is not a candidate's change
+_GROWING_TABLES: frozenset[str] = frozenset()
+
+
 _MISSING = object()
+
+
+def _lookup(owner: Any, attr: str) -> Any:
+    # Raw class-dict values: getattr would bind classmethods into fresh objects, and a
+    # class's own __name__ would hide a property of that name.
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in vars(klass):
+                return vars(klass)[attr]
+        return _MISSING
+    if isinstance(owner, types.ModuleType):
+        return vars(owner).get(attr, _MISSING)
+    return getattr(owner, attr, _MISSING)
 
 
 @dataclass
@@ -106,12 +143,32 @@ class IdentitySnapshot:
     entries: dict[str, tuple[Any, str, tuple[Any, ...]]] = field(default_factory=dict)
     modules: dict[str, types.ModuleType] = field(default_factory=dict)
 
-    def _add(self, name: str, owner: Any, attr: str) -> None:
+    def _add(self, name: str, owner: Any, attr: str, content: bool = False) -> None:
         if name in self.entries:
             return
         value = _lookup(owner, attr)
-        if value is not _MISSING:
+        if value is _MISSING:
+            return
+        if content and isinstance(value, _TABLES) and name not in _GROWING_TABLES:
+            self.entries[name] = (owner, attr, _table_content(value))
+        else:
             self.entries[name] = (owner, attr, _fingerprint(value))
+
+    def _add_harness_module(self, module_name: str, module: types.ModuleType) -> None:
+        """Every name of one of the harness's own modules (tables by content), and the
+        methods of each class it defines."""
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("__") and attr.endswith("__"):
+                continue
+            self._add(f"{module_name}.{attr}", module, attr, content=True)
+            if isinstance(value, type) and getattr(value, "__module__", None) == module_name:
+                for name, member in list(vars(value).items()):
+                    if name in ("__dict__", "__weakref__", "__doc__"):
+                        continue
+                    if callable(member) or isinstance(
+                        member, (property, classmethod, staticmethod, _TABLES)
+                    ):
+                        self._add(f"{module_name}.{attr}.{name}", value, name)
 
     @classmethod
     def take(cls, extra_modules: Iterable[str] = ()) -> IdentitySnapshot:
@@ -128,6 +185,9 @@ class IdentitySnapshot:
             if module is None:
                 continue
             snap.modules[module_name] = module
+            if _harness_module(module_name):
+                snap._add_harness_module(module_name, module)
+                continue
             for attr, value in list(vars(module).items()):
                 if module_name in ("torch", "torch.cuda", "numpy") and attr.startswith("_"):
                     continue
@@ -146,20 +206,34 @@ class IdentitySnapshot:
                     snap._add(f"{prefix}.{attr}", owner, attr)
         return snap
 
-    def changed(self) -> list[str]:
-        """Names whose object (or function code/defaults) is no longer the original."""
+    def changed(
+        self,
+        _lookup: Any = _lookup,
+        _fingerprint: Any = _fingerprint,
+        _table_content: Any = _table_content,
+        _tables: Any = _TABLES,
+        _modules: Any = sys.modules,
+        _missing: Any = _MISSING,
+    ) -> list[str]:
+        """Names whose object (or function code/defaults, or table content) is no longer
+        the original. Its helpers are bound as defaults, when this module is imported: a
+        candidate rebinding this module's names does not change what the check calls."""
         out: list[str] = []
         for name, module in self.modules.items():
-            if sys.modules.get(name) is not module:
+            if _modules.get(name) is not module:
                 out.append(f"sys.modules[{name!r}]")
         for name, (owner, attr, original) in self.entries.items():
             current = _lookup(owner, attr)
-            if current is _MISSING:
+            if current is _missing:
                 out.append(name + " (deleted)")
                 continue
             if current is original[0] and len(original) == 1:
                 continue
-            fp = _fingerprint(current)
+            fp = (
+                _table_content(current)
+                if current is original[0] and isinstance(current, _tables)
+                else _fingerprint(current)
+            )
             if len(fp) != len(original) or any(
                 a is not b for a, b in zip(fp, original, strict=False)
             ):
@@ -201,19 +275,6 @@ def _dynamo_rewrap(current: Any, original: Any) -> bool:
         if f"torch{os.sep}_dynamo{os.sep}" not in where:
             return False
     return True
-
-
-def _lookup(owner: Any, attr: str) -> Any:
-    # Raw class-dict values: getattr would bind classmethods into fresh objects, and a
-    # class's own __name__ would hide a property of that name.
-    if isinstance(owner, type):
-        for klass in owner.__mro__:
-            if attr in vars(klass):
-                return vars(klass)[attr]
-        return _MISSING
-    if isinstance(owner, types.ModuleType):
-        return vars(owner).get(attr, _MISSING)
-    return getattr(owner, attr, _MISSING)
 
 
 def snapshot_harness_modules() -> list[str]:

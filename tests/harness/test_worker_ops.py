@@ -57,3 +57,29 @@ def test_an_exception_in_a_handler_beside_call_is_the_harness_error(tmp_path: An
     reply, tensors = _caught("bench_sample", broken)(worker, {}, [])
     assert reply["ok"] is False and reply["op"] == "bench_sample" and tensors == []
     assert "RuntimeError: no bench ran" in reply["harness_error"]
+
+
+def test_the_table_is_read_only() -> None:
+    import pytest
+
+    with pytest.raises(TypeError):
+        OPS["bye"] = OPS["load"]  # type: ignore[index]
+
+
+def test_the_serve_loop_names_a_patch_that_emptied_its_handlers_reply(tmp_path: Any) -> None:
+    """A handler's method replaced after the snapshot (as candidate code would through
+    ``sys.modules``): the goodbye still names it, added by the loop, not the handler."""
+    from harness.worker.snapshots import IdentitySnapshot
+
+    end = ScriptedEnd([{"op": "bye"}])
+    worker = Worker(end, str(tmp_path), "cpu")  # type: ignore[arg-type]
+    worker.snapshot = IdentitySnapshot.take(extra_modules=["harness.worker.serve"])
+    original = Worker.__dict__["integrity"]
+    Worker.integrity = lambda self: []  # type: ignore[method-assign]
+    try:
+        assert worker.serve() == 0
+    finally:
+        Worker.integrity = original  # type: ignore[method-assign]
+    (bye,) = end.sent
+    messages = [item["message"] for item in bye["integrity"]]
+    assert "candidate code replaced harness.worker.serve.Worker.integrity" in messages, bye
