@@ -7,9 +7,12 @@ candidate code while it runs.
   does not), no writes outside the worker's temp dir, no memory file opened (a process's
   ``/proc/<pid>/mem`` under any spelling, ``/dev/mem``: the inputs' bytes read past every
   torch call; ``memory_file``), no network, no new audit hooks, no ``__code__`` swaps;
-  frame walking, ``gc`` object discovery, ``exec``/``compile`` and new code or function
-  objects are refused when the candidate's own code asks for them directly. Violations are
-  recorded even when the candidate catches the exception.
+  frame walking and ``gc`` object discovery are refused when the candidate's own code asks
+  for them, directly or through standard-library code that hands the frames back
+  (``traceback.walk_stack``, ``inspect``; ``_FRAME_KEEPERS`` lists what reads a frame for
+  a name only, ``namedtuple``, ``logging``'s caller lookup); ``exec``/``compile`` and new
+  code or function objects when it asks directly. Violations are recorded even when the
+  candidate catches the exception.
   PyTorch's own compile machinery (``torch.compile``: dynamo, inductor, its progress bars)
   runs inside candidate calls and starts threads, probes the C++ toolchain with a Python
   subprocess and installs tracing hooks: the guard tells it apart by the code that asks
@@ -102,6 +105,30 @@ MEMORY_FILES = frozenset({"mem", "kmem", "kcore"})
 _KERNEL_LINKS = ("/proc/", "/dev/", "//")  # where symlinks the candidate did not make lead on
 _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__globals__"})
 _INDIRECT_FRAME_MODULES = ("inspect.py", os.path.join("ctypes", "__init__.py"))
+# Standard-library code that reads a frame for a name only (its module's, a line for a
+# message) and hands none back: (file under the standard library, function) -> the
+# functions of that file it must be called from (None: any). A frame or the heap asked
+# for through any other standard-library code the candidate called (``traceback.
+# walk_stack``, ``logging.currentframe``, ``bdb``, ``inspect``) is the candidate's asking.
+_FRAME_KEEPERS: dict[tuple[str, str], frozenset[str] | None] = {
+    (os.path.join("collections", "__init__.py"), "namedtuple"): None,
+    ("typing.py", "_caller"): None,
+    ("enum.py", "_create_"): None,
+    ("warnings.py", "warn"): None,
+    ("gettext.py", "_as_int"): None,
+    (os.path.join("logging", "__init__.py"), "<lambda>"): frozenset({"findCaller"}),
+    (os.path.join("logging", "__init__.py"), "handleError"): None,
+    ("traceback.py", "print_stack"): None,
+    ("traceback.py", "format_stack"): None,
+    ("traceback.py", "extract_stack"): None,
+    ("traceback.py", "clear_frames"): None,
+    # generators that yield frames: kept only when traceback's own summary reads them
+    ("traceback.py", "walk_stack"): frozenset({"extended_frame_gen"}),
+    ("traceback.py", "walk_tb"): frozenset({"extended_frame_gen"}),
+    ("traceback.py", "_walk_tb_with_full_positions"): frozenset(
+        {"_extract_from_extended_frame_gen"}
+    ),
+}
 # packages whose frames are skipped when looking for who asked (torch's progress bars)
 _HELPER_PACKAGES = ("tqdm",)
 # events PyTorch's compile machinery may raise from its own frames
@@ -299,6 +326,62 @@ def install_audit_guard(
             frame = frame.f_back
         return False
 
+    keepers = {
+        (os.path.realpath(os.path.join(d, file)), name): callers
+        for d in stdlib
+        for (file, name), callers in _FRAME_KEEPERS.items()
+    }
+
+    def standard(filename: str) -> bool:
+        path = real(filename)
+        return filename.startswith("<frozen") or (
+            path.startswith(stdlib) and not path.startswith(site_dirs)
+        )
+
+    def keeps_frames(raiser: types.FrameType) -> bool:
+        """Whether the standard-library code that raised a frame event keeps the frame to
+        itself (``_FRAME_KEEPERS``), called from where it must be."""
+        path = real(raiser.f_code.co_filename)
+        key = (path, raiser.f_code.co_name)
+        if key not in keepers:
+            return False
+        callers = keepers[key]
+        if callers is None:
+            return True
+        caller = raiser.f_back
+        return (
+            caller is not None
+            and caller.f_code.co_name in callers
+            and real(caller.f_code.co_filename) == path
+        )
+
+    def asks_for_frames() -> bool:
+        """Whether candidate code asked for a frame or the heap: its own code raised the
+        event, or standard-library code it called (the first frame up the stack outside
+        the standard library is the candidate's) that does not keep the frame to itself.
+        A module's body run by an import asks for itself, not for the importer."""
+        frame: types.FrameType | None
+        try:
+            frame = getframe(3)  # 0 this, 1 _check, 2 hook, 3 the code that raised the event
+        except ValueError:
+            return False
+        raiser = frame
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(root + os.sep):
+                return frame is raiser or not keeps_frames(raiser)
+            if not standard(filename):
+                return False  # torch's, a backend's or the harness's own code asked
+            back = frame.f_back
+            if (
+                frame.f_code.co_name == "<module>"
+                and back is not None
+                and back.f_code.co_filename.startswith("<frozen importlib")
+            ):
+                return False
+            frame = back
+        return False
+
     def real(filename: str) -> str:
         path = real_paths.get(filename)
         if path is None:
@@ -434,17 +517,20 @@ def install_audit_guard(
                 )
             return
         if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
-            if candidate_frame(2):
+            if asks_for_frames():
                 refuse(
                     "introspection", f"{event} (walking the heap) is not allowed in candidate code"
                 )
             return
         if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
-            if candidate_frame(2):
+            if asks_for_frames():
                 refuse("introspection", f"frame walking ({event}) is not allowed in candidate code")
             return
         if event == "object.__getattr__":
-            if len(args) >= 2 and args[1] in _FRAME_ATTRS and candidate_frame(1):
+            attr = args[1] if len(args) >= 2 else None
+            if attr in _FRAME_ATTRS and (
+                candidate_frame(1) if attr == "__globals__" else asks_for_frames()
+            ):
                 refuse(
                     "introspection",
                     f"reading {args[1]} (frame walking) is not allowed in candidate code",
