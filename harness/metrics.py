@@ -97,6 +97,28 @@ def compare(
             torch.set_num_threads(threads)
 
 
+def _elements(
+    e: torch.Tensor,
+    g: torch.Tensor,
+    tol: Tolerance,
+    extra: torch.Tensor | None,
+    floating: bool,
+) -> tuple[torch.Tensor, ...]:
+    """Per element, of float64 ``e`` (expected) and ``g``: finite in each, a non-finite
+    mismatch, finite in both, the error there, the bound (``extra``: slack added), and
+    whether it lies outside the bound."""
+    fe, fg = torch.isfinite(e), torch.isfinite(g)
+    same_nonfinite = (~fe) & ((torch.isnan(e) & torch.isnan(g)) | (e == g))
+    bad_nonfinite = ((~fe) & ~same_nonfinite) | (fe & ~fg)
+    both = fe & fg
+    diff = torch.where(both, (g - e).abs(), torch.zeros_like(e))
+    bound = tol.atol + tol.rtol * e.abs()
+    if extra is not None:
+        bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
+    outside = both & ((diff > bound) if floating else (diff != 0))
+    return fe, fg, bad_nonfinite, both, diff, bound, outside
+
+
 def _compare(
     got: torch.Tensor,
     expected: torch.Tensor,
@@ -112,20 +134,9 @@ def _compare(
     result = Comparison(ok=True, tolerance=tol, total=n)
     if n == 0:
         return result
-    fe = torch.isfinite(e)
-    fg = torch.isfinite(g)
-    same_nonfinite = (~fe) & ((torch.isnan(e) & torch.isnan(g)) | (e == g))
-    bad_nonfinite = ((~fe) & ~same_nonfinite) | (fe & ~fg)
-    both = fe & fg
-    diff = torch.where(both, (g - e).abs(), torch.zeros_like(e))
-    bound = tol.atol + tol.rtol * e.abs()
-    if slack is not None:
-        extra = _as_float64(slack, device).reshape(-1)
-        bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
-    if expected.dtype.is_floating_point or expected.dtype.is_complex:
-        outside = both & (diff > bound)
-    else:
-        outside = both & (diff != 0)
+    extra = _as_float64(slack, device).reshape(-1) if slack is not None else None
+    floating = expected.dtype.is_floating_point or expected.dtype.is_complex
+    fe, fg, bad_nonfinite, both, diff, bound, outside = _elements(e, g, tol, extra, floating)
     mism = outside | bad_nonfinite
     result.mismatches = int(mism.sum())
     result.nonfinite = int(bad_nonfinite.sum())
@@ -209,16 +220,10 @@ def _compare_chunked(
     for start in range(0, n, chunk):
         e = flat_e[start : start + chunk].to(device, torch.float64)
         g = flat_g[start : start + chunk].to(device, torch.float64)
-        fe, fg = torch.isfinite(e), torch.isfinite(g)
-        same_nonfinite = (~fe) & ((torch.isnan(e) & torch.isnan(g)) | (e == g))
-        bad_nonfinite = ((~fe) & ~same_nonfinite) | (fe & ~fg)
-        both = fe & fg
-        diff = torch.where(both, (g - e).abs(), torch.zeros_like(e))
-        bound = tol.atol + tol.rtol * e.abs()
-        if flat_s is not None:
-            extra = flat_s[start : start + chunk].to(device, torch.float64)
-            bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
-        outside = both & ((diff > bound) if floating else (diff != 0))
+        extra = (
+            flat_s[start : start + chunk].to(device, torch.float64) if flat_s is not None else None
+        )
+        fe, fg, bad_nonfinite, both, diff, bound, outside = _elements(e, g, tol, extra, floating)
         mism = outside | bad_nonfinite
         result.mismatches += int(mism.sum())
         result.nonfinite += int(bad_nonfinite.sum())
