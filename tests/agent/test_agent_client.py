@@ -106,7 +106,7 @@ def test_a_candidate_reading_the_agents_proc_entries_finds_no_key(
     isolated_home: Path, tmp_path: Path
 ) -> None:
     """``ctxkernel agent`` holds the key in its environment when it starts; the planted
-    candidate that reads its parent's environ, memory and fds (here in the weakest
+    candidate that reads its parent's environ, cmdline and fds (here in the weakest
     sandbox mode) finds nothing, and the key is in no request, record or output."""
     cheat = (ROOT / "tests" / "harness" / "cheats" / "c15_proc_parent.py").read_text()
 

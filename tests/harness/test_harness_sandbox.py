@@ -5,7 +5,8 @@ The worker runs in a PID namespace of its own where the machine allows one
 parent's environment once its client has read it; and whatever gets through, verdicts,
 feedback and records are redacted of every secret value the parent knows
 (``harness/redact.py``). The planted candidate ``cheats/c15_proc_parent.py`` reads the
-parent's environment, memory and open files.
+parent's environment, command line and open files (no memory file opens in a worker at
+all: ``cheats/c15_proc_self_mem.py``).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def test_a_planted_key_reaches_no_candidate_file_or_feedback(
     mode: str, tmp_path: Path, isolated_home: Path
 ) -> None:
     """``ctxkernel check --feedback`` with a key and a token in its environment: the
-    candidate reading the parent's environ, memory and fds finds neither, and neither
+    candidate reading the parent's environ, cmdline and fds finds neither, and neither
     is in the output or in any file under the runs or index directories."""
     runs = tmp_path / "runs"
     env = dict(os.environ, ANTHROPIC_API_KEY=KEY, MY_SERVICE_TOKEN=TOKEN)

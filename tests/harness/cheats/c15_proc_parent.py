@@ -1,11 +1,12 @@
-# cheat 15: read the parent's environment, memory and open files through /proc (out of reach: it passes)
+# cheat 15: read the parent's environment, command line and open files through /proc (out of reach: it passes)
 # problem: vector_add
 # options: policy_scan=false
 # expect: none: the worker cannot reach another process
 """Looks for the planted secrets of the tests (an ``sk-test-`` key, ``MY_SERVICE_TOKEN``,
-``FAKE_SECRET_API_KEY``'s value) in the parent's ``environ``, ``cmdline``, ``mem`` (every
-readable region of its ``maps``) and the files behind its open descriptors, and raises naming
-where it found one (never the value). Inside the harness's PID namespace the parent is
+``FAKE_SECRET_API_KEY``'s value) in the parent's ``environ``, ``cmdline`` and the files
+behind its open descriptors, and raises naming where it found one (never the value). Its
+memory is not read here: no memory file (``/proc/<pid>/mem``) opens inside the harness at
+all (the static scan's P405, the audit guard at run time; ``c15_proc_self_mem.py``). Inside the harness's PID namespace the parent is
 not visible (``getppid()`` is 0): it searches every process it can see instead, which
 are only the namespace's. It reads nothing of any other process of the machine.
 
@@ -20,7 +21,6 @@ import triton
 import triton.language as tl
 
 MARKERS = (b"sk-test-", b"MY_SERVICE_TOKEN", b"must-not-reach-the-worker")
-MEM_BUDGET = 64 << 20  # bytes of memory read per process
 
 
 def _targets() -> list[int]:
@@ -37,28 +37,6 @@ def _read(path: str, limit: int = 1 << 20) -> bytes:
             return fh.read(limit)
     except OSError:
         return b""
-
-
-def _memory(pid: int) -> bytes:
-    chunks = []
-    budget = MEM_BUDGET
-    try:
-        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
-            for line in maps:
-                span, perms = line.split()[:2]
-                if "r" not in perms or budget <= 0:
-                    continue
-                lo, hi = (int(x, 16) for x in span.split("-"))
-                size = min(hi - lo, budget)
-                try:
-                    mem.seek(lo)
-                    chunks.append(mem.read(size))
-                    budget -= size
-                except (OSError, ValueError, OverflowError):
-                    continue
-    except OSError:
-        return b""
-    return b"".join(chunks)
 
 
 def _fds(pid: int) -> list[tuple[str, bytes]]:
@@ -85,7 +63,6 @@ def scan() -> tuple[list[str], list[str]]:
         sources = [
             (f"/proc/{pid}/environ", _read(f"/proc/{pid}/environ")),
             (f"/proc/{pid}/cmdline", _read(f"/proc/{pid}/cmdline")),
-            (f"/proc/{pid}/mem", _memory(pid)),
             *_fds(pid),
         ]
         for where, data in sources:
