@@ -399,13 +399,7 @@ def install_audit_guard(
                 return ""
             filename = frame.f_code.co_filename
             path = real(filename)
-            skip = (
-                filename.startswith("<frozen")
-                or path == this_file
-                or path.startswith(helpers)
-                or (path.startswith(stdlib) and not path.startswith(site_dirs))
-            )
-            if not skip:
+            if not (standard(filename) or path == this_file or path.startswith(helpers)):
                 return path
             frame = frame.f_back
         return ""

@@ -4,9 +4,9 @@ Started as ``python -m harness.worker --fd-in R --fd-out W --workdir DIR --devic
 runner (``main``), in its own process group, with its own temp dir as cwd and a scrubbed
 environment, or forked from a warm template (``zygote.py``); both serve the parent through
 ``run``: no core dumps, a memory cap on a CPU worker, the CUDA context made before the
-first request, bind and listen refused once it is up (``seccomp.refuse_serving``: the CUDA
-driver serves a socket of its own as it starts), then the serve loop until ``bye`` or EOF. ``exit_now`` ends the process
-without the interpreter's teardown. ``--self-walls`` landlocks the process first (under a
+first request and bind and listen refused once it is up (``start_cuda``), then the serve
+loop until ``bye`` or EOF. ``exit_now`` ends the process without the interpreter's
+teardown. ``--self-walls`` landlocks the process first (under a
 profiler); ``--oneshot REQUEST.json`` loads and calls once inside an NVTX range, for a
 profiler wrapping this process (``oneshot``).
 """
@@ -64,17 +64,9 @@ def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int
     faulthandler.enable(file=sys.stderr, all_threads=False)
     if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)  # CPU checks run small grids; spare the other cores
-    if device == "cuda":
-        # the context now, before the first request: a worker opened ahead of its use
-        # (the benchmark's, while the ladder's runs) has it ready when asked
-        try:
-            torch.cuda.init()
-            torch.cuda.set_device(0)
-        except Exception as exc:  # load() reports it to the parent
-            sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
-    # the CUDA driver has served its own socket (the sandbox's filter left bind and listen
-    # to this line, ``serving_later``); the candidate may serve none
-    seccomp.refuse_serving()
+    # the context now, before the first request: a worker opened ahead of its use (the
+    # benchmark's, while the ladder's runs) has it ready when asked
+    start_cuda(device)
     end = channel.BlockingEnd(fd_in, fd_out)
     worker = Worker(end, workdir, device)
     try:
@@ -89,6 +81,20 @@ def run(fd_in: int, fd_out: int, workdir: str, device: str, mem_cap: int) -> int
         except OSError:
             pass
         return 3
+
+
+def start_cuda(device: str) -> None:
+    """The CUDA context (on a GPU), then bind and listen refused: the CUDA driver serves a
+    socket of its own while it starts, so the sandbox's filter left the two calls to this
+    line (``serving_later``); the candidate, imported after it, may serve none. A CUDA
+    failure is written out and reported by ``load``."""
+    if device == "cuda":
+        try:
+            torch.cuda.init()
+            torch.cuda.set_device(0)
+        except Exception as exc:  # load() reports it to the parent
+            sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
+    seccomp.refuse_serving()
 
 
 def exit_now(code: int) -> None:
@@ -110,12 +116,7 @@ def oneshot(request_path: str, workdir: str, device: str, profiled: bool = False
         req = json.load(fh)
     result: dict[str, Any] = {"ok": False}
     if not profiled:  # a profiler's filter leaves sockets alone: its parts talk over them
-        if device == "cuda":
-            try:
-                torch.cuda.init()  # its driver serves a socket of its own while it starts
-            except Exception as exc:  # load() reports it
-                sys.stderr.write(f"CUDA initialisation failed: {exc}\n")
-        seccomp.refuse_serving()
+        start_cuda(device)
     worker = Worker(None, workdir, device)  # type: ignore[arg-type]
     try:
         reply, _ = worker.load(req["load"])

@@ -111,11 +111,6 @@ def _harness_module(name: str) -> bool:
     return name == "harness" or name.startswith("harness.")
 
 
-# the harness's own module-level tables that the harness itself fills as it runs (caches,
-# registries filled on first use): their content is not a candidate's change
-_GROWING_TABLES: frozenset[str] = frozenset()
-
-
 _MISSING = object()
 
 
@@ -149,7 +144,7 @@ class IdentitySnapshot:
         value = _lookup(owner, attr)
         if value is _MISSING:
             return
-        if content and isinstance(value, _TABLES) and name not in _GROWING_TABLES:
+        if content and isinstance(value, _TABLES):
             self.entries[name] = (owner, attr, _table_content(value))
         else:
             self.entries[name] = (owner, attr, _fingerprint(value))
@@ -278,7 +273,7 @@ def _dynamo_rewrap(current: Any, original: Any) -> bool:
 
 
 def snapshot_harness_modules() -> list[str]:
-    return sorted(name for name in sys.modules if name == "harness" or name.startswith("harness."))
+    return sorted(name for name in sys.modules if _harness_module(name))
 
 
 # -- process state -----------------------------------------------------------------------
