@@ -223,6 +223,13 @@ class Inputs:
         """The reference's compute ops and the data's output tensors (see the docstring)."""
         if self._facts is not None:
             return self._facts
+        # the study's inputs and output are gone before the signal check makes its own: at
+        # an upstream size each is gigabytes
+        self._facts = self._study_run()
+        self.check_signal()
+        return self._facts
+
+    def _study_run(self) -> ReferenceFacts:
         inputs = self.make(0, STUDY_TRIAL, record=False)
         shape = inputs.shape
 
@@ -234,9 +241,7 @@ class Inputs:
         slots: tuple[int, ...] = ()
         if self.problem.provides_outputs:
             slots = self._find_slots(inputs, recorded.output, run)
-        self._facts = ReferenceFacts(dict(recorded.ops), slots)
-        self.check_signal()
-        return self._facts
+        return ReferenceFacts(dict(recorded.ops), slots)
 
     # -- the signal check (harness/problems/signalcheck.py) ----------------------------------------
 
@@ -247,14 +252,15 @@ class Inputs:
             return
         found: list[Finding] = []
         for index, shape in enumerate(self.shapes):
+            # another input's reference only: its inputs go before the probe makes answers
+            twin = self.reference(self.make(index, SIGNAL_TRIAL + 1, record=False))
             made = self.make(index, SIGNAL_TRIAL, record=False)
-            other = self.make(index, SIGNAL_TRIAL + 1, record=False)
             self.signal[index] = probe(
                 self.problem,
                 shape_label(shape),
                 made.pristine,
                 self.reference(made),
-                self.reference(other),
+                twin,
                 self.slots,
                 clone,
                 perturbed=functools.partial(
