@@ -107,6 +107,13 @@ def tensor_from_bytes(
         raise ChannelError(f"tensor of shape {dims} {dtype_str} announced {len(data)} bytes")
     if numel == 0:
         return torch.empty(dims, dtype=dtype)
+    if isinstance(data, memoryview) and not data.readonly and data.contiguous:
+        # a slice of a frame's own payload (``recv`` reads it into a fresh bytearray that
+        # nothing else holds): the tensor keeps it alive instead of a copy of it -- at an
+        # upstream size a reply's copies were two more outputs' worth of memory
+        shared = torch.frombuffer(data, dtype=torch.uint8)
+        if shared.data_ptr() % itemsize == 0:
+            return shared.view(dtype).reshape(dims)
     buf = bytearray(data)
     return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(dims)
 

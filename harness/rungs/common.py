@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..metrics import Comparison, compare
+from ..metrics import CHUNK_ELEMENTS, Comparison, compare
 from ..printable import printable
 from ..problems.problemspec import Tolerance
 from .checks import OutputLeaf
@@ -49,25 +49,48 @@ def spent_fraction(
     expected: torch.Tensor,
     tolerance: Tolerance,
     slack: torch.Tensor | None = None,
+    chunk: int = CHUNK_ELEMENTS,
 ) -> float:
     """Max over elements of ``|got - expected| / (atol + rtol |expected| + slack)``, in
-    float64 where ``expected`` lives; elements non-finite in both are left out."""
+    float64 where ``expected`` lives; elements non-finite in both are left out. Gathered
+    ``chunk`` elements at a time (as ``metrics.compare`` does past that size): the float64
+    copies of a whole upstream-sized output are several times the output."""
     if not (expected.is_floating_point() or expected.is_complex()) or not expected.numel():
         return 0.0
     device = expected.device if expected.numel() >= DEVICE_COMPARE_ELEMENTS else "cpu"
 
-    def wide(t: torch.Tensor) -> torch.Tensor:
-        t = t.detach().to(device)
-        return (torch.view_as_real(t) if t.is_complex() else t).to(torch.float64).reshape(-1)
+    def flat(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach()
+        return (torch.view_as_real(t) if t.is_complex() else t).reshape(-1)
 
-    e, g = wide(expected), wide(got)
+    e_all, g_all = flat(expected), flat(got)
+    s_all = flat(slack) if slack is not None else None
+    worst = 0.0
+    for start in range(0, e_all.numel(), chunk):
+        part = slice(start, start + chunk)
+        spent = _spent_in(
+            e_all[part].to(device, torch.float64),
+            g_all[part].to(device, torch.float64),
+            tolerance,
+            s_all[part].to(device, torch.float64) if s_all is not None else None,
+        )
+        if spent == math.inf:
+            return spent
+        worst = max(worst, spent)
+    return worst
+
+
+def _spent_in(
+    e: torch.Tensor, g: torch.Tensor, tolerance: Tolerance, extra: torch.Tensor | None
+) -> float:
+    """``spent_fraction`` of one chunk, already float64 on the comparing device."""
     finite = torch.isfinite(e)
     if bool((finite & ~torch.isfinite(g)).any()):
         return math.inf
     e, g = e[finite], g[finite]
     bound = tolerance.atol + tolerance.rtol * e.abs()
-    if slack is not None:
-        extra = wide(slack)[finite]
+    if extra is not None:
+        extra = extra[finite]
         bound = bound + torch.where(torch.isfinite(extra), extra.abs(), torch.zeros_like(extra))
     diff = (g - e).abs()
     if not diff.numel():

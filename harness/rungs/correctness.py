@@ -39,6 +39,7 @@ any element used (max of ``|out - ref| / (atol + rtol |ref|)``; over 1 fails).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -78,11 +79,14 @@ def _join(numbers: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def output_bytes(output: Any) -> list[bytes]:
+def output_digest(output: Any) -> list[bytes]:
+    """A digest of each output tensor's bytes: what the stale-result test compares between
+    trials (keeping the bytes themselves held a copy of every trial's output)."""
     out = []
     for leaf in flatten(output):
         if isinstance(leaf, OutputLeaf) and leaf.tensor is not None and leaf.tensor.numel():
-            out.append(bytes(leaf.tensor.contiguous().reshape(-1).view(torch.uint8).numpy()))
+            data: Any = leaf.tensor.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
+            out.append(hashlib.blake2b(data.numpy(), digest_size=32).digest())
     return out
 
 
@@ -138,7 +142,7 @@ class CorrectnessRung:
                     )
                 passed, bad, reason, found = check_output(ctx, record, record.outputs[0], reference)
                 comparisons.extend(found)
-                current = output_bytes(record.outputs[0])
+                current = output_digest(record.outputs[0])
                 # stale: the content changed in place, the answer did not (and it was right before)
                 stale = (
                     not passed
@@ -152,6 +156,8 @@ class CorrectnessRung:
                         passed, bad, reason, stale, record.inputs.label, record.inputs.seed, current
                     )
                 )
+                # the call's inputs, outputs and reference go before the next call's arrive
+                del record, reference
             failed = [i for i, o in enumerate(outcomes) if not o.passed]
             if not failed:
                 continue
@@ -174,7 +180,7 @@ class CorrectnessRung:
                 failure = call_failure(ctx, again)
                 if failure is not None:
                     return RungResult.fail(self, failure[0], combine(comparisons), failure[1])
-                repeats = output_bytes(again.outputs[0]) == worst.output
+                repeats = output_digest(again.outputs[0]) == worst.output
                 details["seeds"] = [outcomes[i].seed for i in failed]
                 details["same_input_again"] = "same output" if repeats else "different output"
                 reason = _disagreement(outcomes, failed, repeats, ctx.inputs.shapes[shape_index])

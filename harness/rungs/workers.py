@@ -15,6 +15,7 @@ device ceilings).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,12 @@ def _decode_output(node: Any, tensors: list[torch.Tensor]) -> Any:
 
 
 SessionFactory = Callable[..., WorkerSession]  # (tag="", env=None) -> WorkerSession
+
+
+# the slowest the channel is taken to move data (a loaded 2-core machine moved about
+# 300 MB/s through a call's round trip): a call that moves more than this many bytes gets
+# a second more for each (the reason of a timeout names both parts)
+TRANSFER_BYTES_PER_S = 100e6
 
 
 class Workers:
@@ -205,12 +212,28 @@ class Workers:
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)
+        # moving the data is not the candidate's time: the inputs go out, the outputs and the
+        # inputs as the call left them come back through the channel (an upstream
+        # KernelBench L2Norm's 8.6 GB input alone outlasted a 30 s budget)
+        moved = (2 * input_bytes + sum(poison)) * max(1, repeat)
+        transfer_s = math.ceil(moved / TRANSFER_BYTES_PER_S) if moved >= TRANSFER_BYTES_PER_S else 0
+        if self.inputs.device != "cpu" and torch.cuda.is_initialized():
+            # what this process freed (the signal check's inputs, the last reference) goes
+            # back to the GPU before the worker allocates: at an upstream size the parent's
+            # cached blocks were most of the card (bench/RESULTS.md, 2026-12-05 21:25)
+            torch.cuda.empty_cache()
         started = time.perf_counter()
         try:
             reply = (session or self.session).request(
-                header, [*tensors, *init_tensors], timeout, max_reply
+                header, [*tensors, *init_tensors], timeout + transfer_s, max_reply
             )
         except WorkerGone as gone:
+            if transfer_s:  # the reason names the candidate's time and the data's apart
+                gone.reason = gone.reason.replace(
+                    f"timed out after {timeout + transfer_s:g} s",
+                    f"timed out after {timeout:g} s (+{transfer_s} s to move "
+                    f"{moved / 1e9:.1f} GB through the channel)",
+                )
             record.gone = gone
             return record
         finally:

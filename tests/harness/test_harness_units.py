@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -43,6 +44,40 @@ def test_channel_roundtrip_keeps_dtype_shape_and_bits() -> None:
     assert torch.equal(got_x, x) and got_b.dtype == torch.bfloat16 and torch.equal(got_b, b)
     assert torch.equal(got_nan.view(torch.int32), nan.view(torch.int32))
     assert got_empty.shape == (0, 3)
+
+
+def test_channel_tensors_share_the_payload_they_were_read_into() -> None:
+    """A frame's tensors are views of the payload ``recv`` read (no second copy of an
+    upstream-sized reply); one whose bytes do not sit at its dtype's alignment (a float32
+    after three int8 bytes) is copied out and keeps its values."""
+    small = torch.tensor([1, 2, 3], dtype=torch.int8)
+    x = torch.arange(6, dtype=torch.float32)
+    head = json.dumps(
+        {
+            "tensors": [
+                {"dtype": "int8", "shape": [3], "nbytes": 3},
+                {"dtype": "float32", "shape": [6], "nbytes": 24},
+                {"dtype": "float32", "shape": [6], "nbytes": 24},
+            ]
+        }
+    ).encode()
+    payload = bytearray(bytes(small.numpy()) + bytes(x.numpy()) + bytes(x.numpy()))
+    frame = channel.decode(head, memoryview(payload))
+    got_small, misaligned, _ = frame.tensors
+    assert torch.equal(got_small, small) and torch.equal(misaligned, x)
+    aligned_payload = bytearray(bytes(x.numpy()) + bytes(small.numpy()))
+    head2 = json.dumps(
+        {
+            "tensors": [
+                {"dtype": "float32", "shape": [6], "nbytes": 24},
+                {"dtype": "int8", "shape": [3], "nbytes": 3},
+            ]
+        }
+    ).encode()
+    shared, _ = channel.decode(head2, memoryview(aligned_payload)).tensors
+    aligned_payload[0:4] = bytes(torch.tensor([42.0]).numpy())
+    assert float(shared[0]) == 42.0  # the tensor is the payload's own bytes
+    assert torch.equal(shared[1:], x[1:])
 
 
 def test_channel_rejects_unknown_dtypes_and_bad_sizes() -> None:

@@ -105,3 +105,30 @@ def test_signal_check_pieces_past_the_limit(monkeypatch: pytest.MonkeyPatch) -> 
     answers = signalcheck.trivial_answers(x, [x])
     assert next(answers)[0] == "zeros"  # a generator: nothing beyond the first made yet
     assert [name for name, _ in answers] == ["ones", "identity", "mean"]
+
+
+@pytest.mark.parametrize("case", [c for c in _cases() if c != "integers"])
+@pytest.mark.parametrize("chunk", [64, 1000])
+def test_spent_fraction_a_chunk_at_a_time(case: str, chunk: int) -> None:
+    """The share of its tolerance an output spent (the verdict's ``tol_spent``) is the same
+    gathered a chunk at a time as over the whole tensor, computed here from its definition."""
+    from harness.rungs.common import spent_fraction
+
+    got, expected, slack = _cases()[case]
+    parts = spent_fraction(got, expected, TOL, slack, chunk=chunk)
+
+    def wide(t: torch.Tensor) -> torch.Tensor:
+        return (torch.view_as_real(t) if t.is_complex() else t).double().reshape(-1)
+
+    e, g = wide(expected), wide(got)
+    finite = torch.isfinite(e)
+    if bool((finite & ~torch.isfinite(g)).any()):
+        assert parts == math.inf
+        return
+    bound = TOL.atol + TOL.rtol * e[finite].abs()
+    if slack is not None:
+        bound = bound + wide(slack)[finite].abs()
+    whole = float(((g[finite] - e[finite]).abs() / bound).max())
+    assert parts == pytest.approx(whole, rel=1e-12, abs=0.0)
+    if case == "two wrong":
+        assert parts > 1.0  # the wrong elements are past the tolerance

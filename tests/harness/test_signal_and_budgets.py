@@ -465,3 +465,20 @@ def test_the_sniffer_passes_whole_tensor_rescaling(tmp_path: Path) -> None:
         secret=7, policy_scan=False,
     )  # fmt: skip
     assert verdict.ok, verdict.feedback()
+
+
+def test_a_call_that_moves_much_data_is_given_time_to_move_it() -> None:
+    """The inputs go out and the outputs and inputs-after come back through the channel:
+    that is not the candidate's time. A call moving about a gigabyte gets seconds more than
+    --timeout, and a hang's reason names the two parts apart."""
+    verdict = _check(
+        REPO / "examples" / "vector_add",
+        CHEATS / "c15_infinite_loop.py",
+        timeout_s=2,
+        shapes=[{"n": 30_000_000}],  # two 120 MB inputs
+        unseen=False,
+    )
+    assert not verdict.ok
+    failed = next(r for r in verdict.rungs if r.status == "failed")
+    assert "timed out after 2 s (+" in failed.reason, failed.reason
+    assert "GB through the channel" in failed.reason, failed.reason
