@@ -78,6 +78,14 @@ class CheckCommand:
             help="Print the compact feedback for an LLM instead of the ladder.",
         ),
     )
+    progress: bool = field(
+        default=False,
+        metadata=option(
+            "--progress",
+            help="Also print each rung's line to stderr as it ends, with its seconds (a check "
+            "that takes minutes, e.g. at upstream sizes); runs in this process.",
+        ),
+    )
     shapes: tuple[str, ...] = field(
         default=(),
         metadata=option(
@@ -202,7 +210,11 @@ def server_may_serve(command: CheckCommand, options: RunOptions) -> bool:
     from .server.client import enabled
 
     return (
-        command.server and options.warm and options.python is None and _single_local(command)
+        command.server
+        and not command.progress
+        and options.warm
+        and options.python is None
+        and _single_local(command)
     ) and enabled()
 
 
@@ -307,7 +319,9 @@ def execute_check(
             f"checking {cand.path.name} against {loaded.name} ({loaded.format}) on {label}, backend {cand.backend}",
             file=sys.stderr,
         )
-    verdict = LocalRunner().run(loaded, cand, options)
+    verdict = LocalRunner(on_rung=_print_progress if command.progress else None).run(
+        loaded, cand, options
+    )
     extra = annotate(verdict.to_json()) if annotate is not None else []
     if command.as_json:
         doc = verdict.to_json()
@@ -324,6 +338,10 @@ def execute_check(
         for entry in extra:
             out(printable(str(entry.get("line", "")), newlines=False))
     return 0 if verdict.ok else 1
+
+
+def _print_progress(result: Any, seconds: float) -> None:
+    print(f"{result.shown_line()}  ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 def check_server_group() -> Any:

@@ -44,8 +44,9 @@ class LocalRunner:
     ``ladder`` replaces the default rungs (the GPU validation times a planted cheat with
     compile + benchmark only)."""
 
-    def __init__(self, ladder: Any = None) -> None:
+    def __init__(self, ladder: Any = None, on_rung: Any = None) -> None:
         self.ladder = ladder
+        self.on_rung = on_rung  # hears each rung's result as it ends (``Ladder.run``)
         cleanup.install_signal_cleanup()
 
     def run(self, problem: Problem, candidate: Candidate, options: RunOptions) -> Verdict:
@@ -95,7 +96,7 @@ class LocalRunner:
             ctx = LadderContext(problem, candidate, options, device, open_session, oneshot)
             try:
                 with livechecks.registered() as ctx.live:  # seen by this user's other checks
-                    verdict = (self.ladder or Ladder.default()).run(ctx)
+                    verdict = (self.ladder or Ladder.default()).run(ctx, self.on_rung)
             finally:
                 ctx.close()
             verdict.environment["isolation"] = isolation.as_json()

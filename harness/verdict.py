@@ -95,6 +95,10 @@ class RungResult:
             "status": self.status,
         }
 
+    def shown_line(self) -> str:
+        """``line()`` as printed: secrets redacted, one line, no control character."""
+        return printable(redact(self.line(), known_secrets()), newlines=False)
+
     def line(self) -> str:
         head = f"[{self.name}] {self.status}"
         parts = [f"{k}={format_metric(k, v)}" for k, v in self.metrics.items() if v is not None]

@@ -45,7 +45,7 @@ has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 cat "$W/env.txt"
 check() {  # check LOG ARGS...: one harness check, its ladder kept in LOG
   local log=$1; shift
-  timeout -k 5 "${CHECK_S:-240}" python3 -m harness check --no-server --no-record "$@" > "$W/$log" 2>&1
+  timeout -k 5 "${CHECK_S:-240}" python3 -m harness check --no-server --no-record --progress "$@" > "$W/$log" 2>&1
   echo "exit $?" >> "$W/$log"
   echo "== $log"; grep -E "^\[|verdict|exit" "$W/$log" | cut -c1-400
 }

@@ -22,6 +22,7 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import UsageError
@@ -84,7 +85,11 @@ class Ladder:
             ]
         )
 
-    def run(self, ctx: LadderContext) -> Verdict:
+    def run(
+        self, ctx: LadderContext, on_rung: Callable[[RungResult, float], None] | None = None
+    ) -> Verdict:
+        """Every enabled rung in order until a gating one fails; ``on_rung`` hears each
+        result and its seconds as it ends (``check --progress``)."""
         started = time.monotonic()
         results: list[RungResult] = []
         earlier = Earlier()
@@ -110,6 +115,8 @@ class Ladder:
                 )
             rung_s[rung.name] = round(time.monotonic() - rung_started, 3)
             results.append(result)
+            if on_rung is not None:
+                on_rung(result, rung_s[rung.name])
             earlier.add(result.output)
             if result.ok is False and rung.gating:
                 stopped = True

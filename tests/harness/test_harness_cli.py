@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,38 @@ def test_passing_check_prints_the_ladder_and_exits_0(
     assert "cpu (Triton interpreter)" in err  # the progress line goes to stderr
     runs = list((isolated_home / "runs" / "vector_add").iterdir())
     assert len(runs) == 1 and (runs[0] / "result.json").is_file()
+
+
+def test_progress_prints_each_rung_to_stderr_as_it_ends(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--progress``: a long check (minutes at upstream sizes) says where it is; each rung's
+    line reaches stderr when the rung ends, with its seconds, in ladder order, stopping at a
+    failed gate; stdout is the ladder as without it."""
+    code, out, err = run_cli(
+        [
+            str(VECTOR_ADD),
+            str(VECTOR_ADD / "bad" / "off_by_one.py"),
+            "--device",
+            "cpu",
+            "--no-record",
+            "--progress",
+        ],
+        capsys,
+    )
+    assert code == 1, out + err
+    shown = [line for line in err.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] + "]" for line in shown] == [
+        "[pre-checks]",
+        "[compile]",
+        "[run]",
+        "[correctness]",
+    ], err
+    assert all(re.search(r"  \(\d+\.\d s\)$", line) for line in shown), shown
+    assert shown[-1].startswith("[correctness] failed")
+    ladder = [line for line in out.splitlines() if line.startswith("[")]
+    assert ladder[:4] == [re.sub(r"  \(\d+\.\d s\)$", "", line) for line in shown]
+    assert ladder[4].startswith("[anti-cheat] skipped")  # listed at the end, never run
 
 
 def test_failing_check_exits_1_and_json_is_one_document(capsys: pytest.CaptureFixture[str]) -> None:

@@ -64,8 +64,8 @@ def test_flags_read_back_into_run_options() -> None:
         bench_l2="hot", bench=True, dump_dir=Path("out"), backend="tilelang",
     )  # fmt: skip
     assert values_from_cli(CheckCommand, values) == {
-        "as_json": False, "feedback": False, "shapes": (), "runner": None, "jobs": None,
-        "resume": None, "server": True,
+        "as_json": False, "feedback": False, "progress": False, "shapes": (), "runner": None,
+        "jobs": None, "resume": None, "server": True,
     }  # fmt: skip
     # the click parameters are named after the fields, whatever their flags say
     assert cli_names(RunOptions) >= {"trials", "timeout_s", "record", "bench_mode", "dump_dir"}
