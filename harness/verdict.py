@@ -96,8 +96,8 @@ class RungResult:
         }
 
     def shown_line(self) -> str:
-        """``line()`` as printed: secrets redacted, one line, no control character."""
-        return printable(redact(self.line(), known_secrets()), newlines=False)
+        """``line()`` as printed (``shown``)."""
+        return shown(self.line(), known_secrets())
 
     def line(self) -> str:
         head = f"[{self.name}] {self.status}"
@@ -108,6 +108,12 @@ class RungResult:
         elif self.reason and self.ok:
             text += f"  ({self.reason})"
         return text
+
+
+def shown(line: str, secrets: Any) -> str:
+    """A verdict line as printed: ``secrets`` redacted, one line whatever a reason holds, no
+    control character (``printable``)."""
+    return printable(redact(line, secrets), newlines=False)
 
 
 def format_metric(key: str, value: Any) -> str:
@@ -343,8 +349,7 @@ class Verdict:
 
     def lines(self) -> list[str]:
         values = known_secrets()
-        # one line each, whatever a reason holds: no control character (``printable``)
-        return [printable(redact(line, values), newlines=False) for line in self._lines()]
+        return [shown(line, values) for line in self._lines()]
 
     def _lines(self) -> list[str]:
         out = [r.line() for r in self.rungs]

@@ -67,6 +67,9 @@ SessionFactory = Callable[..., WorkerSession]  # (tag="", env=None) -> WorkerSes
 # 300 MB/s through a call's round trip): a call that moves more than this many bytes gets
 # a second more for each (the reason of a timeout names both parts)
 TRANSFER_BYTES_PER_S = 100e6
+# the parent's cached, unused GPU memory it keeps across a call (more goes back to the card
+# first); below this a small problem's calls skip the free and the re-allocation after it
+CACHE_KEPT_BYTES = 1 << 28
 
 
 class Workers:
@@ -217,10 +220,14 @@ class Workers:
         # KernelBench L2Norm's 8.6 GB input alone outlasted a 30 s budget)
         moved = (2 * input_bytes + sum(poison)) * max(1, repeat)
         transfer_s = math.ceil(moved / TRANSFER_BYTES_PER_S) if moved >= TRANSFER_BYTES_PER_S else 0
-        if self.inputs.device != "cpu" and torch.cuda.is_initialized():
+        if (
+            self.inputs.device != "cpu"
+            and torch.cuda.is_initialized()
+            and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > CACHE_KEPT_BYTES
+        ):
             # what this process freed (the signal check's inputs, the last reference) goes
             # back to the GPU before the worker allocates: at an upstream size the parent's
-            # cached blocks were most of the card (bench/RESULTS.md, 2026-12-05 21:25)
+            # cached blocks were most of the card (bench/RESULTS.md, 2026-12-05 21:24)
             torch.cuda.empty_cache()
         started = time.perf_counter()
         try:
