@@ -8,6 +8,10 @@
 #   user      honest and off-by-one vector add checks as an unprivileged user (auto, none)
 #   usertests the GPU harness tests (every example's honest solution, the GPU cheats) as an
 #             unprivileged user, in the default mode and in none mode
+#   g16       the GPU-busy flood cheat alone (test_harness_gpu.py -k g16) as an unprivileged
+#             user, default mode
+#   evtests   the evidence cheats' GPU tests through pytest (e04 and e05 judged at their
+#             runtime rungs, which the CLI's policy scan stops before)
 #   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer
@@ -95,6 +99,22 @@ if has usertests; then
       -p no:cacheprovider -rfE -m gpu tests/harness/test_harness_gpu.py > "$W/usertests-$mode.log" 2>&1
     echo "exit $?" >> "$W/usertests-$mode.log"; echo "== usertests $mode"; tail -6 "$W/usertests-$mode.log"
   done
+fi
+if has g16; then
+  stamp "g16 as an unprivileged user"
+  id ckuser >/dev/null 2>&1 || useradd -m ckuser
+  p=$PWD; while [ "$p" != / ]; do chmod o+rx "$p" 2>/dev/null; p=$(dirname "$p"); done
+  chmod -R o+rX "$PWD" 2>/dev/null; chmod 1777 "$W"
+  runuser -u ckuser -- env -i PATH="$PATH" HOME=/home/ckuser PYTHONPATH="$PYTHONPATH" \
+    CTXKERNEL_ISOLATION=auto timeout -k 5 ${G16_S:-120} python3 -m pytest -q -p no:cacheprovider \
+    -rA -m gpu -k g16 tests/harness/test_harness_gpu.py > "$W/g16.log" 2>&1
+  echo "exit $?" >> "$W/g16.log"; echo "== g16"; grep -E "PASSED|FAILED|passed|failed|Error|^exit" "$W/g16.log" | cut -c1-400
+fi
+if has evtests; then
+  stamp "evidence cheats through pytest"
+  timeout -k 5 ${EVTESTS_S:-240} python3 -m pytest -q -p no:cacheprovider -rA -m gpu \
+    tests/harness/test_evidence_cheats.py > "$W/evtests.log" 2>&1
+  echo "exit $?" >> "$W/evtests.log"; echo "== evtests"; grep -E "PASSED|FAILED|ERROR|passed|failed|^exit" "$W/evtests.log" | cut -c1-300
 fi
 if has kb; then
   stamp "upstream KernelBench at upstream sizes"

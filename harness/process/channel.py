@@ -13,6 +13,7 @@ and caps frame sizes before allocating.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -256,6 +257,25 @@ def tree_leaves(node: Any) -> list[dict[str, Any]]:
 
 
 # -- the two ends ------------------------------------------------------------------------
+
+
+#: what a channel's pipe holds in flight: Linux's default is 64 KiB, so a 6 GB tensor took
+#: 100,000 wake-ups each way; a megabyte (the unprivileged maximum by default) moves it in
+#: a sixteenth of them (bench/harness/channel_throughput.py)
+PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named in the module from Python 3.10 on Linux only
+
+
+def pipe() -> tuple[int, int]:
+    """``os.pipe()`` with room for ``PIPE_BYTES`` in flight where the system allows it (a
+    lower ``fs.pipe-max-size`` or a user over ``fs.pipe-user-pages-soft`` keeps the
+    default: the channel works either way, only slower)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass
+    return read_fd, write_fd
 
 
 class BlockingEnd:

@@ -117,8 +117,8 @@ class LocalSession:
         }
         self.started_by = "spawned"
         self.warm_note = ""
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
+        to_worker_r, to_worker_w = channel.pipe()
+        from_worker_r, from_worker_w = channel.pipe()
         self.proc: Any = None
         self.worker_pid: int | None = None
         template = None

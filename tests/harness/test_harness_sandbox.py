@@ -201,6 +201,14 @@ def test_the_memory_watchdog_reads_the_worker_not_the_launcher(tmp_path: Path) -
         reply = session.request({"op": "load", "subject": "harness"}, [], 120.0, 1 << 20)
         assert reply.header.get("ok"), reply.header
         assert session.worker_pid is not None
+        # the channel's pipes hold a megabyte in flight, both ways (channel.pipe)
+        F_GETPIPE_SZ = 1032
+        import fcntl
+
+        for fd in (session.end.fd_out, session.end.fd_in):
+            assert fcntl.fcntl(fd, F_GETPIPE_SZ) >= min(
+                1 << 20, int(Path("/proc/sys/fs/pipe-max-size").read_text())
+            )
         cmdline = Path(f"/proc/{session.worker_pid}/cmdline").read_bytes()
         # spawned: its own interpreter; forked from the warm template: the template's
         assert b"harness.worker" in cmdline or (

@@ -80,6 +80,34 @@ def test_channel_tensors_share_the_payload_they_were_read_into() -> None:
     assert torch.equal(shared[1:], x[1:])
 
 
+def _in_flight(write_fd: int) -> int:
+    """How many bytes a pipe takes with nobody reading (a non-blocking writer's count)."""
+    os.set_blocking(write_fd, False)
+    block = b"x" * (64 << 10)
+    total = 0
+    try:
+        while total < 8 * channel.PIPE_BYTES:
+            total += os.write(write_fd, block)
+    except BlockingIOError:
+        pass
+    return total
+
+
+def test_channel_pipe_holds_a_megabyte_in_flight() -> None:
+    """A worker's channel pipe takes ``PIPE_BYTES`` before the writer must wait (Linux's
+    default takes 64 KiB: a 6 GB tensor was 100,000 wake-ups each way); where the system
+    refuses the size, the pipe still works at the default."""
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    plain = os.pipe()
+    roomy = channel.pipe()
+    try:
+        assert _in_flight(plain[1]) <= 64 << 10
+        assert _in_flight(roomy[1]) == min(channel.PIPE_BYTES, max(limit, 64 << 10))
+    finally:
+        for fd in (*plain, *roomy):
+            os.close(fd)
+
+
 def test_channel_rejects_unknown_dtypes_and_bad_sizes() -> None:
     with pytest.raises(channel.ChannelError, match="unknown dtype"):
         channel.tensor_from_bytes(b"\0" * 4, "pickle", [1])
