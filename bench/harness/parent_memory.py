@@ -1,5 +1,6 @@
 """The check's own peak memory: one `harness check --no-server` in this process, its
-resident set sampled every 10 ms, printed with the largest input's size beside it.
+resident set sampled every 10 ms, printed with the largest input's size beside it, and
+the check's wall time.
 
 The parent holds the inputs, the reference's outputs and every comparison; at upstream
 KernelBench sizes that is what ran out of memory on the GPU (bench/RESULTS.md, 2026-12-05
@@ -47,13 +48,18 @@ def measure(args: list[str]) -> dict[str, object]:
 
     threading.Thread(target=watch, daemon=True).start()
     start = _rss_kib()
+    t0 = time.perf_counter()
     sys.argv = ["harness", "check", "--no-server", "--no-record", *args]
     try:
         runpy.run_module("harness", run_name="__main__")
     except SystemExit:
         pass
     done.set()
-    return {"peak_mib": peak[0] // 1024, "at_start_mib": start // 1024}
+    return {
+        "peak_mib": peak[0] // 1024,
+        "at_start_mib": start // 1024,
+        "wall_s": round(time.perf_counter() - t0, 2),
+    }
 
 
 def main() -> int:

@@ -178,24 +178,43 @@ def decode(header_bytes: bytes, payload: memoryview) -> Frame:
 # -- tree encoding ---------------------------------------------------------------------
 
 
+class Unchanged:
+    """In an unpacked tree: a tensor the sender left out because its bytes are the ones the
+    receiver sent it (a worker's input after a call that did not write it)."""
+
+    def __repr__(self) -> str:
+        return "<unchanged>"
+
+
+UNCHANGED = Unchanged()
+
+
 def pack_tree(
     value: Any,
     tensors: list[torch.Tensor],
     describe: Callable[[torch.Tensor], dict[str, Any]] | None = None,
+    unchanged: Callable[[torch.Tensor], bool] | None = None,
 ) -> Any:
-    """Encode a nested value; tensors are appended to ``tensors`` and referenced by index."""
+    """Encode a nested value; tensors are appended to ``tensors`` and referenced by index.
+    A tensor ``unchanged`` says yes to is left out (a ``same`` node, unpacked as
+    ``UNCHANGED``)."""
     if isinstance(value, torch.Tensor):
-        node: dict[str, Any] = {"t": len(tensors)}
+        if unchanged is not None and unchanged(value):
+            node: dict[str, Any] = {"same": True}
+        else:
+            node = {"t": len(tensors)}
+            tensors.append(value)
         if describe is not None:
             node.update(describe(value))
-        tensors.append(value)
         return node
     if isinstance(value, tuple):
-        return {"tuple": [pack_tree(v, tensors, describe) for v in value]}
+        return {"tuple": [pack_tree(v, tensors, describe, unchanged) for v in value]}
     if isinstance(value, list):
-        return {"list": [pack_tree(v, tensors, describe) for v in value]}
+        return {"list": [pack_tree(v, tensors, describe, unchanged) for v in value]}
     if isinstance(value, dict):
-        return {"dict": [[str(k), pack_tree(v, tensors, describe)] for k, v in value.items()]}
+        return {
+            "dict": [[str(k), pack_tree(v, tensors, describe, unchanged)] for k, v in value.items()]
+        }
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"v": value}
     if isinstance(value, torch.dtype):
@@ -211,6 +230,8 @@ def unpack_tree(node: Any, tensors: Sequence[Any]) -> Any:
         if not 0 <= index < len(tensors):
             raise ChannelError("tree references a missing tensor")
         return tensors[index]
+    if node.get("same") is True:
+        return UNCHANGED
     if "tuple" in node:
         return tuple(unpack_tree(v, tensors) for v in node["tuple"])
     if "list" in node:

@@ -149,12 +149,18 @@ class OutputChecks:
     def modified_inputs(self, record: CallRecord) -> list[str]:
         if record.inputs_after is None:
             return []
-        after = [t for t in flatten(record.inputs_after) if isinstance(t, torch.Tensor)]
+        after = [
+            t
+            for t in flatten(record.inputs_after)
+            if isinstance(t, (torch.Tensor, channel.Unchanged))
+        ]
         slots = set(self.inputs.slots) if self.inputs is not None else set()
         out = []
         for index, (before, now) in enumerate(zip(record.inputs.leaves, after, strict=False)):
             if index in slots:
                 continue  # an output tensor of the data: the candidate's to fill
+            if isinstance(now, channel.Unchanged):
+                continue  # the worker found the bytes it was sent (and sent none back)
             if tuple(before.shape) != tuple(now.shape) or before.dtype != now.dtype:
                 out.append(
                     f"{self.candidate.entry} changed the shape or dtype of its input #{index}"

@@ -162,6 +162,32 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(x, y))
 
 
+#: elements compared a chunk at a time where an input's bytes are checked after a call (a
+#: GPU tensor's chunk is copied to the host to meet its source)
+COMPARE_CHUNK = 1 << 24
+
+
+def unchanged_since_sent(placed: Any, source: torch.Tensor) -> bool:
+    """Whether ``placed`` (an input as the call left it, on any device) holds exactly the
+    bytes of ``source`` (the tensor it was placed from, as the channel delivered it): the
+    same dtype and shape, compared bit for bit a chunk at a time."""
+    if _type(placed) is not _Tensor or placed.dtype != source.dtype:
+        return False
+    if tuple(placed.shape) != tuple(source.shape):
+        return False
+    n = source.numel()
+    if n == 0:
+        return True
+    flat = placed.detach().contiguous().reshape(-1)
+    src = source.contiguous().reshape(-1)
+    for start in range(0, n, COMPARE_CHUNK):
+        a = flat[start : start + COMPARE_CHUNK].to("cpu")
+        b = src[start : start + COMPARE_CHUNK]
+        if not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
+            return False
+    return True
+
+
 def encode_output(
     value: Any,
     tensors: list[torch.Tensor],
@@ -211,4 +237,5 @@ __all__ = [
     "same_bytes",
     "span",
     "storage_range",
+    "unchanged_since_sent",
 ]

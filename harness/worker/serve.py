@@ -104,6 +104,7 @@ class Worker:
         self.settle_s = 0.05
         self.backend_name = DEFAULT_BACKEND
         self.last_inputs: Any = None
+        self.last_sources: dict[int, torch.Tensor] = {}
         self.last_leaves: list[torch.Tensor] = []
         self.reported_patches: set[str] = set()
         # the identity snapshot's check, bound before the candidate is imported, and what it
@@ -333,13 +334,29 @@ class Worker:
         return model
 
     def build_inputs(self, req: dict[str, Any], tensors: list[torch.Tensor]) -> Any:
+        # each input leaf's source: the tensor the channel delivered, which the call never
+        # sees (inputs are placed as copies), for the reply's check of what the call wrote
+        metas = channel.tree_leaves(req["inputs"])
+        self.last_sources = {}
         if req.get("in_place") and self.last_inputs is not None:
             calltensors.rewrite_in_place(req["inputs"], self.last_leaves, tensors)
-            return self.last_inputs
-        inputs = calltensors.place_inputs(req["inputs"], tensors, self.device)
-        self.last_inputs = inputs
-        self.last_leaves = [t for t in calltensors.leaves(inputs) if _isinstance(t, _Tensor)]
+            inputs = self.last_inputs
+        else:
+            inputs = calltensors.place_inputs(req["inputs"], tensors, self.device)
+            self.last_inputs = inputs
+            self.last_leaves = [t for t in calltensors.leaves(inputs) if _isinstance(t, _Tensor)]
+        if len(metas) == len(self.last_leaves):
+            self.last_sources = {
+                id(leaf): tensors[int(meta["t"])]
+                for leaf, meta in zip(self.last_leaves, metas, strict=True)
+            }
         return inputs
+
+    def input_unchanged(self, leaf: torch.Tensor) -> bool:
+        """Whether an input leaf still holds the bytes it was sent (then the reply leaves it
+        out: an upstream-sized input is not sent back after every call)."""
+        source = self.last_sources.get(id(leaf))
+        return source is not None and calltensors.unchanged_since_sent(leaf, source)
 
     def call(
         self, req: dict[str, Any], tensors: list[torch.Tensor]
@@ -437,7 +454,10 @@ class Worker:
         after_tree = None
         if not self.dead:
             after_tree = channel.pack_tree(
-                self.last_inputs, out_tensors, describe=calltensors.describe_tensor
+                self.last_inputs,
+                out_tensors,
+                describe=calltensors.describe_tensor,
+                unchanged=self.input_unchanged,
             )
         reply = {
             "ok": error is None,

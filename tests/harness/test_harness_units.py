@@ -108,6 +108,41 @@ def test_channel_pipe_holds_a_megabyte_in_flight() -> None:
             os.close(fd)
 
 
+def test_a_tree_leaves_out_the_tensors_its_sender_found_unchanged() -> None:
+    """``pack_tree(..., unchanged=)``: a tensor the predicate accepts travels as a ``same``
+    node (its description kept, no bytes) and unpacks as ``UNCHANGED``, in its place."""
+    x, y = torch.arange(4.0), torch.ones(3)
+    tensors: list[torch.Tensor] = []
+    tree = channel.pack_tree(
+        (x, {"b": y, "n": 3}), tensors, describe=lambda t: {"shape": list(t.shape)},
+        unchanged=lambda t: t is x,
+    )  # fmt: skip
+    assert len(tensors) == 1 and tensors[0] is y
+    first, rest = channel.unpack_tree(tree, tensors)
+    assert first is channel.UNCHANGED and rest["b"] is y and rest["n"] == 3
+    assert tree["tuple"][0] == {"same": True, "shape": [4]}
+
+
+def test_an_input_is_unchanged_only_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.worker import calltensors
+    from harness.worker.calltensors import unchanged_since_sent
+
+    source = torch.tensor([0.0, float("nan"), 1.5])
+    assert unchanged_since_sent(source.clone(), source)
+    assert not unchanged_since_sent(torch.tensor([-0.0, float("nan"), 1.5]), source)
+    assert not unchanged_since_sent(source.clone().to(torch.float64), source)
+    assert not unchanged_since_sent(source.clone()[:2], source)
+    assert not unchanged_since_sent(torch.nn.Parameter(source.clone()), source)
+    strided = torch.empty(3, 2)[:, 0]
+    strided.copy_(source)
+    assert unchanged_since_sent(strided, source)
+    monkeypatch.setattr(calltensors, "COMPARE_CHUNK", 2)  # a change in the last chunk only
+    long = torch.arange(7.0)
+    changed = long.clone()
+    changed[6] = 0.5
+    assert unchanged_since_sent(long.clone(), long) and not unchanged_since_sent(changed, long)
+
+
 def test_channel_rejects_unknown_dtypes_and_bad_sizes() -> None:
     with pytest.raises(channel.ChannelError, match="unknown dtype"):
         channel.tensor_from_bytes(b"\0" * 4, "pickle", [1])

@@ -482,3 +482,60 @@ def test_a_call_that_moves_much_data_is_given_time_to_move_it() -> None:
     failed = next(r for r in verdict.rungs if r.status == "failed")
     assert "timed out after 2 s (+" in failed.reason, failed.reason
     assert "GB through the channel" in failed.reason, failed.reason
+
+
+def _replies_seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[dict[str, Any], int]]:
+    """Every call reply's header and tensor count, as the parent's session got them."""
+    from harness.process.local import LocalSession
+
+    seen: list[tuple[dict[str, Any], int]] = []
+    request = LocalSession.request
+
+    def spying(self: Any, header: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        reply = request(self, header, *args, **kwargs)
+        if header.get("op") == "call" and reply.header.get("inputs_after") is not None:
+            seen.append((reply.header, len(reply.tensors)))
+        return reply
+
+    monkeypatch.setattr(LocalSession, "request", spying)
+    return seen
+
+
+def _after_nodes(tree: Any) -> list[dict[str, Any]]:
+    if not isinstance(tree, dict):
+        return []
+    if "t" in tree or "same" in tree:
+        return [tree]
+    kids = [*tree.get("tuple", []), *tree.get("list", [])]
+    kids += [v for _, v in tree.get("dict", [])]
+    return [n for kid in kids for n in _after_nodes(kid)]
+
+
+def test_inputs_a_call_left_alone_are_not_sent_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a call the worker sends back only the inputs whose bytes changed (an input of
+    6 GB came back after every call: a third of what a call moved); one the call wrote is
+    still sent and named with how many elements changed."""
+    seen = _replies_seen(monkeypatch)
+    honest = _check(
+        REPO / "examples" / "vector_add",
+        REPO / "examples" / "vector_add" / "solution_triton.py",
+        unseen=False,
+    )
+    assert honest.ok, honest.feedback()
+    assert seen
+    for header, count in seen:
+        nodes = _after_nodes(header["inputs_after"])
+        assert len(nodes) == 2 and all(n.get("same") is True for n in nodes), nodes
+        assert count == len(header["calls"])  # the outputs only
+    seen.clear()
+    zeroing = _check(
+        REPO / "examples" / "vector_add",
+        CHEATS / "c09_mutate_inputs.py",
+        unseen=False,
+        policy_scan=False,
+    )
+    assert not zeroing.ok and "modified its input #0 (" in zeroing.reason, zeroing.reason
+    header, count = seen[0]
+    nodes = _after_nodes(header["inputs_after"])
+    assert [("t" in n) for n in nodes] == [True, True], nodes  # both inputs were zeroed
+    assert count == len(header["calls"]) + 2
