@@ -14,7 +14,8 @@
 #             runtime rungs, which the CLI's policy scan stops before)
 #   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
-#             Triton kernels of bench/candidates/ and the zero writer
+#             Triton kernels of bench/candidates/ and the zero writer (KB_PROBLEMS picks:
+#             "23_Softmax:softmax 39_L2Norm_:l2norm", file stem and candidate name)
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
 #   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
@@ -118,8 +119,8 @@ if has evtests; then
 fi
 if has kb; then
   stamp "upstream KernelBench at upstream sizes"
-  for pair in 23_Softmax:softmax 37_FrobeniusNorm_:frobenius 39_L2Norm_:l2norm \
-      53_Min_reduction_over_a_dimension:min; do
+  for pair in ${KB_PROBLEMS:-23_Softmax:softmax 37_FrobeniusNorm_:frobenius 39_L2Norm_:l2norm \
+      53_Min_reduction_over_a_dimension:min}; do
     f=${pair%%:*}; c=${pair##*:}
     CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
       --device cuda --shapes bench
