@@ -271,3 +271,52 @@ def own_words(text: str) -> str:
         m = _INLINE.search(line)
         out.append(line[: m.start()] if m else line)
     return " ".join(" ".join(out).split())
+
+
+# Messages Python itself writes (no source line of the corpora raises them): the names they
+# quote are where an answer lives, the class or function the user's code met. Each pattern
+# with how its groups make one name: each on its own, or joined as a dotted path.
+_PYTHON_SAYS: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(
+            r"'([\w.]+)' object (?:has no attribute|is not (?:callable|subscriptable|iterable))"
+        ),
+        "each",
+    ),
+    (re.compile(r"unsupported operand type\(s\) for [^:]+: '([\w.]+)' and '([\w.]+)'"), "each"),
+    (
+        re.compile(
+            r"([\w.]+)\(\) (?:got an unexpected keyword argument|missing \d+ required"
+            r"|takes \d+ positional argument|got multiple values for argument)"
+        ),
+        "each",
+    ),
+    (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), "module after"),
+    (re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"), "joined"),
+]
+_BUILTIN_TYPES = frozenset(
+    {
+        "int", "float", "str", "bool", "list", "tuple", "dict", "set", "NoneType", "object",
+        "type", "function", "module", "bytes", "method", "builtin_function_or_method",
+        "generator", "coroutine", "property",
+    }
+)  # fmt: skip
+
+
+def python_names(message: str) -> list[str]:
+    """The names a message of Python's own quotes (``'constexpr' object has no attribute
+    'to'`` -> ``constexpr``; ``foo() got an unexpected keyword argument`` -> ``foo``;
+    ``module 'a.b' has no attribute 'c'`` -> ``a.b.c``), Python's built-in types left out:
+    a raise site cannot answer such a message, the definition it names can."""
+    names: list[str] = []
+    for pattern, how in _PYTHON_SAYS:
+        for match in pattern.finditer(message):
+            groups = [g for g in match.groups() if g]
+            if how == "joined":
+                groups = [".".join(groups)]
+            elif how == "module after":
+                groups = [".".join(reversed(groups))]
+            for name in groups:
+                if name.split(".")[-1] not in _BUILTIN_TYPES and name not in names:
+                    names.append(name)
+    return names

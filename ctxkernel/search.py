@@ -280,6 +280,7 @@ class Searcher:
                     allowed = _allowed_rows(caches, filters)
                     by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
                     lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
+            raising: list[tuple[str, int]] = []
             if (message or bare) and pool and self.weights.raises:
                 t = time.perf_counter()
                 if message:
@@ -289,6 +290,18 @@ class Searcher:
                 if raising:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
+            # a message Python itself wrote has no raise site: where none was found, the
+            # definitions of the class or function it quotes stand where it would
+            said_names = errortext.python_names(message) if message and PYTHON_NAMES else []
+            if said_names and self.weights.raises and not raising:
+                said_defs: list[tuple[tuple[Any, ...], str, int]] = []
+                for name, cache in caches.items():
+                    said_defs.extend(
+                        (key, name, r) for key, r in _symbol_rows(cache, "", filters, said_names)
+                    )
+                if said_defs:
+                    ranked = _best_first(said_defs, PYTHON_NAMES_DEPTH, reverse=False)
+                    sharp.append((self.weights.raises, ranked))
         fused = _rrf(lists, sharp)
         # a long question with a pile of teaching material on top: past the first few,
         # each teaching chunk counts a little less, making room for the API source
@@ -393,6 +406,8 @@ EXAMPLE_KINDS = frozenset({"example", "tutorial"})
 EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial chunks
 OWN_WORDS_MIN = 6  # of a user's words around a pasted error to search them with it (0: never)
 BARE_MIN_SHARE = 0.75  # of a bare message a raise site must account for (1.0: off)
+PYTHON_NAMES = 1  # a message Python itself wrote: the definitions of the names it quotes (0: off)
+PYTHON_NAMES_DEPTH = 3  # ... at most this many of them, as sharp as a raise site
 SENTENCE_WEIGHT = 1.0  # each list of a long question's sentences (0: off)
 SENTENCE_BODY = 1.0  # ... times this for a sentence's body BM25 list
 SENTENCE_DENSE = 1.0  # ... and this for its dense list
@@ -566,11 +581,12 @@ def _local_dense(
 
 
 def _symbol_rows(
-    cache: CorpusCache, query: str, filters: Filters
+    cache: CorpusCache, query: str, filters: Filters, more: Sequence[str] = ()
 ) -> list[tuple[tuple[Any, ...], int]]:
-    """(sort key, row) of chunks that define a name the query spells out, definitions
-    before uses; the keys order definitions of several corpora too."""
-    names = identifiers(query)
+    """(sort key, row) of chunks that define a name the query spells out (or one of
+    ``more``), definitions before uses; the keys order definitions of several corpora too."""
+    said = identifiers(query)
+    names = [*said, *(n for n in more if n not in said)]
     if not names and len(query.split()) == 1:
         names = [query.strip()]
     ranked: list[tuple[tuple[Any, ...], int]] = []

@@ -266,3 +266,100 @@ def test_the_askers_words_around_a_paste_are_kept_apart_from_it() -> None:
 )
 def test_questions_names_and_phrases_are_not_pasted_errors(text: str) -> None:
     assert errortext.message(text) is None
+
+
+CORE_PY = '''\
+"""Values of the tile language."""
+
+
+class constexpr:
+    """A value known when the kernel is compiled."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class tensor:
+    """A block of values in registers."""
+
+    def to(self, dtype):
+        """Cast the tensor to dtype."""
+        return self
+'''
+
+USES_PY = '''\
+"""Kernels that cast scalars: each marks a constexpr argument and casts with to()."""
+
+
+def scale(x, mul):
+    """A constexpr object has no to(): when mul is a constexpr, the attribute to of the
+    tensor object casts, to int64, and the constexpr object stays as it is."""
+    return x.to("int64") * mul
+
+
+def constexpr_object_attribute(obj, name):
+    """The attribute name of a constexpr object, or of the object it wraps."""
+    return getattr(obj, name)
+
+
+def to_constexpr(obj):
+    """Wrap an object as a constexpr: has no effect on an object that is one already."""
+    return obj
+
+
+def shift(x, mul):
+    """Shift by a constexpr: call to() on the tensor, not on the constexpr object."""
+    return x.to("int64") + mul
+'''
+
+
+def test_a_message_python_wrote_finds_the_class_it_names(
+    isolated_home: Path, upstream: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No source line raises ``'constexpr' object has no attribute 'to'`` (Python writes
+    it): the definition of the class the message quotes comes first, from a traceback as
+    from the bare message; without the rule, chunks that share its words lead."""
+    from ctxkernel import search
+
+    upstream.write("src/lang/core.py", CORE_PY)
+    upstream.write("src/lang/uses.py", USES_PY)
+    upstream.commit("values")
+    define_corpus(isolated_home, "demo", str(upstream.path))
+    ws = Workspace()
+    ws.index("demo")
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/k.py", line 9, in <module>\n'
+        "    my_kernel[(1,)](x, out, 1)\n"
+        "AttributeError: 'constexpr' object has no attribute 'to'"
+    )
+    pasted = ["AttributeError: 'constexpr' object has no attribute 'to'", traceback]
+
+    def first(query: str) -> tuple[str, int]:
+        hit = ws.search(query, k=5).hits[0]
+        return hit.chunk.path, hit.chunk.start_line
+
+    for query in pasted:
+        assert first(query) == ("src/lang/core.py", 4), query
+    monkeypatch.setattr(search, "PYTHON_NAMES", 0)
+    fresh = Workspace()
+    assert any(fresh.search(q, k=5).hits[0].chunk.path != "src/lang/core.py" for q in pasted)
+
+
+@pytest.mark.parametrize(
+    "message,names",
+    [
+        ("'constexpr' object has no attribute 'to'", ["constexpr"]),
+        ("unsupported operand type(s) for +: 'tensor' and 'NoneType'", ["tensor"]),
+        ("make_tiled_copy() got an unexpected keyword argument 'tiler'", ["make_tiled_copy"]),
+        (
+            "cannot import name 'TensorDescriptor' from 'triton.tools'",
+            ["triton.tools.TensorDescriptor"],
+        ),
+        ("module 'triton.language' has no attribute 'dot_scaled'", ["triton.language.dot_scaled"]),
+        ("'int' object is not callable", []),
+        ("Layout mismatch in broadcast: a vs b", []),
+    ],
+)
+def test_the_names_a_message_of_pythons_own_quotes(message: str, names: list[str]) -> None:
+    assert errortext.python_names(message) == names
