@@ -205,7 +205,9 @@ class Message:
 def prepare(message: str) -> Message:
     words = message_words(message)
     vocabulary = frozenset(words)
-    content = [w for w in vocabulary if len(w) > 2 and not w.isdigit()]
+    # in the message's order, not the set's: the key words are the longest, and among
+    # words of one length a set's order changed with the process's hash seed
+    content = list(dict.fromkeys(w for w in words if len(w) > 2 and not w.isdigit()))
     plain = [w for w in content if not any(c.isdigit() for c in w)] or content
     return Message(words, vocabulary, content, plain, key_words(content))
 

@@ -682,15 +682,17 @@ def _raise_sites(
 ) -> list[tuple[str, int]]:
     """(corpus, row) of the pooled chunks whose statement raises ``message``, best first."""
     by_corpus: dict[str, list[int]] = {}
+    place: dict[tuple[str, int], int] = {}  # a site's place in the pool: ties go by it
     for _, name, row in pool:
         by_corpus.setdefault(name, []).append(row)
+        place.setdefault((name, row), len(place))
     scored: list[tuple[float, int, str, int]] = []
     prepared = raises.prepare(message)
     for name, rows in by_corpus.items():
         for row, text in caches[name].texts_by_rows(rows).items():
             share, _ = raises.match(text, prepared)
             if share > 0 and share >= min_share:
-                scored.append((-share, len(scored), name, row))
+                scored.append((-share, place[(name, row)], name, row))
     scored.sort()
     return [(name, row) for _, _, name, row in scored[:SYMBOL_DEPTH]]
 

@@ -363,3 +363,28 @@ def test_a_message_python_wrote_finds_the_class_it_names(
 )
 def test_the_names_a_message_of_pythons_own_quotes(message: str, names: list[str]) -> None:
     assert errortext.python_names(message) == names
+
+
+def test_the_words_a_message_is_searched_by_do_not_depend_on_the_hash_seed() -> None:
+    """Which lines are read for a message's raise site (its longest words) was taken from
+    a set: among words of one length, the process's hash seed chose, and the same pasted
+    error ranked its two raise sites either way round from one run to the next."""
+    import subprocess
+
+    message = (
+        "Cannot mod fp8e4nv by 128 because they have different signedness; this is "
+        "unlikely to result in a useful answer. Cast them to the same signedness."
+    )
+    code = (
+        "import sys; from ctxkernel import raises; "
+        "p = raises.prepare(sys.argv[1]); print(p.content, p.keys)"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code, message],
+            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in range(6)
+    }  # fmt: skip
+    assert len(seen) == 1, seen
