@@ -127,16 +127,28 @@ SITES = {
 }
 
 
-@pytest.fixture
-def error_ws(isolated_home: Path, upstream: Repo) -> Workspace:
-    upstream.write("src/lang/errors.py", ERRORS_PY)
-    upstream.write("src/lang/decoys.py", DECOY_PY)
-    upstream.write("include/tile.hpp", TILE_HPP)
-    upstream.commit("raise sites")
-    define_corpus(isolated_home, "demo", str(upstream.path))
+def _indexed(home: Path, upstream: Repo, files: dict[str, str]) -> Workspace:
+    """The files committed to the upstream repo and indexed as corpus ``demo``."""
+    for path, text in files.items():
+        upstream.write(path, text)
+    upstream.commit("files")
+    define_corpus(home, "demo", str(upstream.path))
     ws = Workspace()
     ws.index("demo")
     return ws
+
+
+@pytest.fixture
+def error_ws(isolated_home: Path, upstream: Repo) -> Workspace:
+    return _indexed(
+        isolated_home,
+        upstream,
+        {
+            "src/lang/errors.py": ERRORS_PY,
+            "src/lang/decoys.py": DECOY_PY,
+            "include/tile.hpp": TILE_HPP,
+        },
+    )
 
 
 def _sites(ws: Workspace) -> list[Any]:
@@ -321,12 +333,9 @@ def test_a_message_python_wrote_finds_the_class_it_names(
     from the bare message; without the rule, chunks that share its words lead."""
     from ctxkernel import search
 
-    upstream.write("src/lang/core.py", CORE_PY)
-    upstream.write("src/lang/uses.py", USES_PY)
-    upstream.commit("values")
-    define_corpus(isolated_home, "demo", str(upstream.path))
-    ws = Workspace()
-    ws.index("demo")
+    ws = _indexed(
+        isolated_home, upstream, {"src/lang/core.py": CORE_PY, "src/lang/uses.py": USES_PY}
+    )
     traceback = (
         "Traceback (most recent call last):\n"
         '  File "/home/me/k.py", line 9, in <module>\n'
