@@ -212,7 +212,7 @@ def check_output(
         expected = ref if leaf.tensor.shape == ref.shape else ref.reshape(leaf.tensor.shape)
         if extra is not None and extra.shape != expected.shape:
             extra = extra.reshape(expected.shape)
-        compared = _compare_where_it_lives(leaf.tensor, expected, tolerance, extra)
+        compared = compare_where_it_lives(leaf.tensor, expected, tolerance, extra)
         result = Judged.of(compared, spent_fraction(leaf.tensor, expected, tolerance, extra))
         if tolerance.calibrated and not result.ok:
             declared = ctx.problem.tolerance_for(_judged_dtype(leaf.tensor.dtype, ref.dtype))
@@ -253,7 +253,7 @@ def check_output(
     return True, None, "", comparisons
 
 
-def _compare_where_it_lives(
+def compare_where_it_lives(
     got: torch.Tensor,
     expected: torch.Tensor,
     tolerance: Tolerance,

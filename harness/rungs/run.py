@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..metrics import compare
 from ..verdict import RungResult
 from .checks import OutputLeaf
-from .common import call_failure, check_output, problem_check
+from .common import call_failure, check_output, compare_where_it_lives, problem_check
 from .inputs import flatten
 from .results import FirstCall
 
@@ -63,7 +62,11 @@ class RunRung:
             return RungResult.fail(self, explain(lead), metrics, where)
         for leaf, ref in zip(flatten(record.outputs[0]), flatten(reference), strict=True):
             if isinstance(leaf, OutputLeaf) and leaf.tensor is not None:
-                result = compare(leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype))
+                # on the reference's GPU when large: an upstream-sized output (1.6 G
+                # elements) took minutes in float64 on the host before the first call passed
+                result = compare_where_it_lives(
+                    leaf.tensor, ref, ctx.problem.tolerance_for(ref.dtype)
+                )
                 if result.nonfinite:
                     reason = f"the output has {result.nonfinite} NaN/Inf element(s) where the reference is finite"
                     if (

@@ -84,7 +84,7 @@ def test_a_large_output_is_compared_on_the_gpu_as_on_the_cpu() -> None:
     import torch
 
     from harness.problems.problemspec import Tolerance
-    from harness.rungs.common import DEVICE_COMPARE_ELEMENTS, _compare_where_it_lives
+    from harness.rungs.common import DEVICE_COMPARE_ELEMENTS, compare_where_it_lives
 
     gen = torch.Generator(device="cuda").manual_seed(3)
     n = DEVICE_COMPARE_ELEMENTS + 5
@@ -93,8 +93,8 @@ def test_a_large_output_is_compared_on_the_gpu_as_on_the_cpu() -> None:
     got[[7, n // 2, n - 1]] += 1.0
     got[11] = float("nan")
     tol = Tolerance(atol=1e-2, rtol=1e-2)
-    on_gpu = _compare_where_it_lives(got, expected, tol)
-    on_cpu = _compare_where_it_lives(got, expected.cpu(), tol)
+    on_gpu = compare_where_it_lives(got, expected, tol)
+    on_cpu = compare_where_it_lives(got, expected.cpu(), tol)
     assert (on_gpu.mismatches, on_gpu.nonfinite) == (on_cpu.mismatches, on_cpu.nonfinite) == (4, 1)
     assert on_gpu.max_abs == on_cpu.max_abs and on_gpu.rmse == pytest.approx(on_cpu.rmse)
     assert not on_gpu.ok and on_gpu.reason == on_cpu.reason

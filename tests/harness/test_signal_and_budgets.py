@@ -539,3 +539,26 @@ def test_inputs_a_call_left_alone_are_not_sent_back(monkeypatch: pytest.MonkeyPa
     nodes = _after_nodes(header["inputs_after"])
     assert [("t" in n) for n in nodes] == [True, True], nodes  # both inputs were zeroed
     assert count == len(header["calls"]) + 2
+
+
+def test_the_run_rung_compares_where_the_reference_lives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run rung's look at the first output (NaN where the reference is finite) goes
+    through the one comparison that moves to the reference's GPU for large outputs: in
+    float64 on the host it took minutes at an upstream size (1.6 G elements)."""
+    from harness.rungs import run as run_rung
+
+    seen: list[int] = []
+    real = run_rung.compare_where_it_lives
+
+    def counting(got: torch.Tensor, expected: torch.Tensor, *args: Any, **kw: Any) -> Any:
+        seen.append(expected.numel())
+        return real(got, expected, *args, **kw)
+
+    monkeypatch.setattr(run_rung, "compare_where_it_lives", counting)
+    verdict = _check(
+        REPO / "examples" / "vector_add",
+        REPO / "examples" / "vector_add" / "solution_triton.py",
+        unseen=False,
+    )
+    assert verdict.ok, verdict.feedback()
+    assert seen and all(n > 0 for n in seen)
