@@ -478,3 +478,27 @@ def test_verdict_json_roundtrip_and_feedback_bound() -> None:
     assert len(text.splitlines()) <= 40
     assert "[0, 2]: expected 1 got 2" in text
     assert _verdict(True).feedback().startswith("PASSED")
+
+
+def test_a_large_outputs_digest_reads_blocks_and_still_tells_outputs_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``DIGEST_WHOLE_BYTES`` the stale-result digest reads spaced blocks (hashing a
+    6 GB output took 7 s a trial): the same bytes give the same digest; a change inside a
+    block, or a different length, another."""
+    from harness.rungs import correctness
+    from harness.rungs.checks import OutputLeaf
+
+    monkeypatch.setattr(correctness, "DIGEST_WHOLE_BYTES", 1024)
+    monkeypatch.setattr(correctness, "DIGEST_BLOCKS", 4)
+    monkeypatch.setattr(correctness, "DIGEST_BLOCK_BYTES", 64)
+
+    def digest(t: torch.Tensor) -> list[bytes]:
+        return correctness.output_digest(OutputLeaf(tensor=t, kind="tensor", meta={}))
+
+    x = torch.arange(4096, dtype=torch.float32)
+    assert digest(x) == digest(x.clone())
+    y = x.clone()
+    y[0] = -1.0  # inside the first block
+    assert digest(y) != digest(x)
+    assert digest(x[:-1]) != digest(x)
