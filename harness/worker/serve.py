@@ -459,6 +459,9 @@ class Worker:
                 describe=calltensors.describe_tensor,
                 unchanged=self.input_unchanged,
             )
+        # the delivered copies are not held past the reply (an upstream-sized input's
+        # second copy would sit in the worker between calls)
+        self.last_sources = {}
         reply = {
             "ok": error is None,
             "op": "call",
