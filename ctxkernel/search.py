@@ -280,7 +280,6 @@ class Searcher:
                     allowed = _allowed_rows(caches, filters)
                     by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
                     lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
-            raising: list[tuple[str, int]] = []
             if (message or bare) and pool and self.weights.raises:
                 t = time.perf_counter()
                 if message:
@@ -290,14 +289,15 @@ class Searcher:
                 if raising:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
-            # a message Python itself wrote has no raise site: where none was found, the
-            # definitions of the class or function it quotes stand where it would
+            # a message Python itself wrote has no raise site of its own (a site of another
+            # type's message may share its words): the definitions of the class or function
+            # it quotes rank as sharply as a raise site
             said_names = errortext.python_names(message) if message and PYTHON_NAMES else []
-            if said_names and self.weights.raises and not raising:
+            if said_names and self.weights.raises:
                 said_defs: list[tuple[tuple[Any, ...], str, int]] = []
                 for name, cache in caches.items():
                     said_defs.extend(
-                        (key, name, r) for key, r in _symbol_rows(cache, "", filters, said_names)
+                        (key, name, r) for key, r in _definition_rows(cache, said_names, filters)
                     )
                 if said_defs:
                     ranked = _best_first(said_defs, PYTHON_NAMES_DEPTH, reverse=False)
@@ -581,14 +581,20 @@ def _local_dense(
 
 
 def _symbol_rows(
-    cache: CorpusCache, query: str, filters: Filters, more: Sequence[str] = ()
+    cache: CorpusCache, query: str, filters: Filters
 ) -> list[tuple[tuple[Any, ...], int]]:
-    """(sort key, row) of chunks that define a name the query spells out (or one of
-    ``more``), definitions before uses; the keys order definitions of several corpora too."""
-    said = identifiers(query)
-    names = [*said, *(n for n in more if n not in said)]
+    """(sort key, row) of chunks that define a name the query spells out, definitions
+    before uses; the keys order definitions of several corpora too."""
+    names = identifiers(query)
     if not names and len(query.split()) == 1:
         names = [query.strip()]
+    return _definition_rows(cache, names, filters)
+
+
+def _definition_rows(
+    cache: CorpusCache, names: Sequence[str], filters: Filters
+) -> list[tuple[tuple[Any, ...], int]]:
+    """``_symbol_rows`` for the given ``names``."""
     ranked: list[tuple[tuple[Any, ...], int]] = []
     seen: set[int] = set()
     found = [symbols.rank(cache, name, filters) for name in names]

@@ -215,9 +215,9 @@ class Workers:
         }
         max_reply = 64 * (input_bytes + sum(poison)) * max(1, repeat) + (64 << 20)
         timeout = timeout_s if timeout_s is not None else self.options.timeout_s * max(1, repeat)
-        # moving the data is not the candidate's time: the inputs go out, the outputs and the
-        # inputs as the call left them come back through the channel (an upstream
-        # KernelBench L2Norm's 8.6 GB input alone outlasted a 30 s budget)
+        # moving the data is not the candidate's time: the inputs go out, the outputs come
+        # back, and the inputs again where the call wrote them (counted as if it did: an
+        # upstream KernelBench L2Norm's 8.6 GB input alone outlasted a 30 s budget)
         moved = (2 * input_bytes + sum(poison)) * max(1, repeat)
         transfer_s = math.ceil(moved / TRANSFER_BYTES_PER_S) if moved >= TRANSFER_BYTES_PER_S else 0
         if (

@@ -176,16 +176,12 @@ def unchanged_since_sent(placed: Any, source: torch.Tensor) -> bool:
     if tuple(placed.shape) != tuple(source.shape):
         return False
     n = source.numel()
-    if n == 0:
-        return True
     flat = placed.detach().contiguous().reshape(-1)
-    src = source.contiguous().reshape(-1)
-    for start in range(0, n, COMPARE_CHUNK):
-        a = flat[start : start + COMPARE_CHUNK].to("cpu")
-        b = src[start : start + COMPARE_CHUNK]
-        if not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
-            return False
-    return True
+    src = source.reshape(-1)
+    return all(
+        same_bytes(flat[part].to("cpu"), src[part])
+        for part in (slice(i, i + COMPARE_CHUNK) for i in range(0, n, COMPARE_CHUNK))
+    )
 
 
 def encode_output(
