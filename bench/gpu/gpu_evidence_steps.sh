@@ -11,11 +11,12 @@
 #   g16       the GPU-busy flood cheat alone (test_harness_gpu.py -k g16) as an unprivileged
 #             user, default mode
 #   evtests   the evidence cheats' GPU tests through pytest (e04 and e05 judged at their
-#             runtime rungs, which the CLI's policy scan stops before)
+#             runtime rungs, which the CLI's policy scan stops before; EVTESTS_K: pytest -k)
 #   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer (KB_PROBLEMS picks:
-#             "23_Softmax:softmax 39_L2Norm_:l2norm", file stem and candidate name)
+#             "23_Softmax:softmax 39_L2Norm_:l2norm", file stem and candidate name; KB_CANDS
+#             picks "zero honest" or either)
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
 #   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
@@ -114,7 +115,7 @@ fi
 if has evtests; then
   stamp "evidence cheats through pytest"
   timeout -k 5 ${EVTESTS_S:-240} python3 -m pytest -q -p no:cacheprovider -rA -m gpu \
-    tests/harness/test_evidence_cheats.py > "$W/evtests.log" 2>&1
+    ${EVTESTS_K:+-k "$EVTESTS_K"} tests/harness/test_evidence_cheats.py > "$W/evtests.log" 2>&1
   echo "exit $?" >> "$W/evtests.log"; echo "== evtests"; grep -E "PASSED|FAILED|ERROR|passed|failed|^exit" "$W/evtests.log" | cut -c1-300
 fi
 if has kb; then
@@ -122,11 +123,17 @@ if has kb; then
   for pair in ${KB_PROBLEMS:-23_Softmax:softmax 37_FrobeniusNorm_:frobenius 39_L2Norm_:l2norm \
       53_Min_reduction_over_a_dimension:min}; do
     f=${pair%%:*}; c=${pair##*:}
-    CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
-      --device cuda --shapes bench
-    CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
-      --device cuda --shapes bench
-    stamp "$f done"
+    # the card's memory in use while the checks run (parent and worker together)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$W/kb-$f-mem.txt" 2>&1 &
+    sampler=$!
+    case " ${KB_CANDS:-zero honest} " in *" zero "*)
+      CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
+        --device cuda --shapes bench;; esac
+    case " ${KB_CANDS:-zero honest} " in *" honest "*)
+      CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
+        --device cuda --shapes bench;; esac
+    kill $sampler 2>/dev/null
+    stamp "$f done; most memory in use on the card: $(sort -n "$W/kb-$f-mem.txt" | tail -1) MiB"
   done
 fi
 if has cheats; then

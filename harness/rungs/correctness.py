@@ -129,13 +129,15 @@ class CorrectnessRung:
     def check(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
         comparisons: list[Comparison] = []
         trials = max(1, ctx.options.trials)
-        first = earlier.get(FirstCall)
+        # taken, not read: at an upstream size the first call's inputs and output held
+        # through every later trial were two more tensors of the input's size on the GPU
+        first = earlier.take(FirstCall)
         explain = ctx.findings.explain
         for shape_index in range(len(ctx.inputs.shapes)):
             outcomes: list[_Trial] = []
             for trial in range(trials):
                 if shape_index == 0 and trial == 0 and first and not first.record.failed:
-                    record = first.record
+                    record, first = first.record, None
                     if ctx.backend.interpreted_on(ctx.device) and record.calls:
                         # no JIT compile inside it: the worker's time is what a call costs
                         # (on a GPU the first call compiles, so it says nothing of that)
@@ -214,10 +216,12 @@ class CorrectnessRung:
             if failed_result is not None:
                 return failed_result
             extra += 1
-        for stress in (make_stress(ctx.inputs), make_mixed(ctx.inputs)):
+        for make in (make_stress, make_mixed):  # made one at a time, as the edge trials
+            stress = make(ctx.inputs)
             if stress is None:
                 continue
             failed_result = self.unseen_trial(ctx, stress, comparisons)
+            stress = None
             if failed_result is not None:
                 return failed_result
             extra += 1

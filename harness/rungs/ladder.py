@@ -117,7 +117,10 @@ class Ladder:
             results.append(result)
             if on_rung is not None:
                 on_rung(result, rung_s[rung.name])
+            # handed over, not kept twice: the verdict's results hold no rung's typed result
+            # (a result a reader takes, as correctness takes the first call, is then freed)
             earlier.add(result.output)
+            result.output = None
             if result.ok is False and rung.gating:
                 stopped = True
             elif rung.name == "compile" and result.ok:

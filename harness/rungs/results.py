@@ -7,7 +7,8 @@ result for the rungs after it, and the ladder keeps each by its type in ``Earlie
 result              made by           read by
 ==================  ================  ========================================
 ``ScanResult``      pre-checks        compile (kernel line ranges)
-``FirstCall``       compile           run, correctness
+``FirstCall``       compile           run, correctness (which takes it: its
+                                      inputs and output go once its trial is judged)
 ``Timings``         benchmark         roofline, profile, trace; the verdict
 ``Roofline``        roofline          the verdict (``summary``, ``performance``)
 ``DumpReport``      dumps             the verdict
@@ -54,6 +55,11 @@ class Earlier:
 
     def get(self, kind: type[T]) -> T | None:
         item = self._items.get(kind)
+        return item if isinstance(item, kind) else None
+
+    def take(self, kind: type[T]) -> T | None:
+        """``get``, and the result is no longer kept here (its last reader holds it)."""
+        item = self._items.pop(kind, None)
         return item if isinstance(item, kind) else None
 
     def __iter__(self) -> Iterator[object]:

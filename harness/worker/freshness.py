@@ -9,7 +9,9 @@ the worker keeps what it handed out (``OutputHistory``, bounded in count and byt
   an earlier call's output, or with an earlier call's output tensor of the data, at any
   offset, through a view or ``as_strided``, is ``shares_earlier``;
 - a snapshot of each output, compared again after every later call: an earlier output
-  whose content changed is ``earlier_changed``.
+  whose content changed is ``earlier_changed``. Past ``SNAPSHOT_WHOLE_BYTES`` the snapshot
+  is a ``Fingerprint`` of the content instead of a copy (at an upstream KernelBench size a
+  copy was one more output's size held on the GPU between calls).
 
 GPU MODE data carries the output tensor (``generate_input`` returns the inputs and an
 empty output the reference fills): ``fresh_slots`` gives the candidate a new, poisoned
@@ -33,6 +35,39 @@ _Tensor = torch.Tensor
 _type = type
 MAX_KEPT = 32
 MAX_KEPT_BYTES = 256 << 20
+SNAPSHOT_WHOLE_BYTES = 256 << 20  # a larger output's snapshot is its ``Fingerprint``
+FINGERPRINT_WORDS = 1 << 24  # words summed at a time (a chunk's int64 copy: 128 MiB)
+_WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16), (1, torch.uint8))
+
+
+class Fingerprint:
+    """Two sums over every word of a tensor's bytes, one weighted by the word's place, and
+    the byte count: a change anywhere in the content changes them (short of a change made
+    to keep both sums, which needs the weights' scheme and the whole content), computed a
+    chunk at a time on the tensor's own device without a copy of the whole."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.nbytes = t.numel() * t.element_size()
+        self.sums = self.of(t)
+
+    @staticmethod
+    def of(t: torch.Tensor) -> tuple[int, int]:
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        dtype = next(d for width, d in _WORDS if data.numel() % width == 0)
+        words = data.view(dtype)
+        plain = torch.zeros((), dtype=torch.int64, device=words.device)
+        placed = torch.zeros((), dtype=torch.int64, device=words.device)
+        for start in range(0, words.numel(), FINGERPRINT_WORDS):
+            part = words[start : start + FINGERPRINT_WORDS].to(torch.int64)
+            plain += part.sum()
+            weights = torch.arange(
+                start + 1, start + 1 + part.numel(), dtype=torch.int64, device=words.device
+            )
+            placed += (part * (weights * 2654435761 + 97)).sum()
+        return int(plain), int(placed)
+
+    def matches(self, t: torch.Tensor) -> bool:
+        return t.numel() * t.element_size() == self.nbytes and self.of(t) == self.sums
 
 
 def storage_range(t: torch.Tensor) -> tuple[int, int]:
@@ -100,7 +135,10 @@ class _Kept:
     lo: int
     hi: int
     tensor: torch.Tensor
-    snapshot: torch.Tensor | None  # None: a data output tensor (nothing to compare)
+    snapshot: torch.Tensor | Fingerprint | None  # None: a data output tensor (nothing to compare)
+
+    def snapshot_bytes(self) -> int:
+        return self.snapshot.nbytes if isinstance(self.snapshot, _Tensor) else 0
 
 
 class OutputHistory:
@@ -132,11 +170,14 @@ class OutputHistory:
         if t.numel() == 0:
             return
         lo, hi = storage_range(t)
-        self.kept.append(_Kept(call, lo, hi, t, snapshot))
+        held: torch.Tensor | Fingerprint | None = snapshot
+        if snapshot is not None and snapshot.nbytes > SNAPSHOT_WHOLE_BYTES:
+            held = Fingerprint(snapshot)
+        self.kept.append(_Kept(call, lo, hi, t, held))
         total = 0
         keep: list[_Kept] = []
         for kept in reversed(self.kept):
-            size = kept.hi - kept.lo + (kept.snapshot.nbytes if kept.snapshot is not None else 0)
+            size = kept.hi - kept.lo + kept.snapshot_bytes()
             if len(keep) >= MAX_KEPT or (keep and total + size > MAX_KEPT_BYTES):
                 break
             total += size
@@ -153,7 +194,12 @@ class OutputHistory:
                 continue
             if _recycled_by_torch(kept.tensor):
                 continue  # PyTorch's CUDA graphs reuse it: not the candidate's doing
-            if not same_bytes(kept.snapshot, kept.tensor):
+            snapshot = kept.snapshot
+            if isinstance(snapshot, Fingerprint):
+                same = snapshot.matches(kept.tensor)
+            else:
+                same = same_bytes(snapshot, kept.tensor)
+            if not same:
                 out.append(kept.call)
                 continue  # reported once
             still.append(kept)
@@ -161,4 +207,4 @@ class OutputHistory:
         return out
 
 
-__all__ = ["OutputHistory", "fresh_slots", "poison", "storage_range"]
+__all__ = ["Fingerprint", "OutputHistory", "fresh_slots", "poison", "storage_range"]

@@ -74,6 +74,7 @@ from .snapshots import IdentitySnapshot, ProcessState, settle, snapshot_harness_
 from .state import WorkerState
 
 _Tensor = torch.Tensor  # captured before any candidate code runs
+CACHE_KEPT_BYTES = 1 << 28  # the worker's cached, unused GPU memory kept between requests
 _type = type
 _isinstance = isinstance
 _DEVICE_FAULTS = (
@@ -133,6 +134,9 @@ class Worker:
         reply_to, ops, patches = answer, OPS, _with_patches
         changed = IdentitySnapshot.changed
         recv, send = self.end.recv, self.end.send
+        gpu = self.device == "cuda"
+        reserved, allocated = torch.cuda.memory_reserved, torch.cuda.memory_allocated
+        empty_cache = torch.cuda.empty_cache
         while True:
             try:
                 frame = recv()
@@ -150,6 +154,13 @@ class Worker:
                 return 0
             if self.dead:
                 return 4
+            # what the call freed goes back to the card while the parent works (the next
+            # reference, the comparisons): at an upstream size the worker's cached blocks
+            # were most of an 80 GB card while the parent ran out (bench/RESULTS.md)
+            del reply, out, frame
+            if gpu and reserved() - allocated() > CACHE_KEPT_BYTES:
+                with contextlib.suppress(RuntimeError):
+                    empty_cache()
 
     # -- load --------------------------------------------------------------------------
 

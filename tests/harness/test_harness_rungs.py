@@ -125,6 +125,41 @@ def test_run_rung_reads_the_compile_rungs_first_call() -> None:
     assert RunRung().run(ctx, Earlier()).reason == "no first call was made"
 
 
+def test_the_first_calls_tensors_go_once_correctness_has_judged_them() -> None:
+    """Neither ``Earlier`` nor the verdict's results keep the first call (its inputs and
+    output) past correctness: at an upstream size they were two more tensors of the
+    input's size on the GPU through every later trial."""
+    import weakref
+
+    seen: dict[str, Any] = {}
+
+    class Watch:  # a rung of this test's own, after compile and after correctness
+        gating = False
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
+            first = earlier.get(FirstCall)
+            if first is not None:
+                seen["output"] = weakref.ref(first.record.outputs[0].tensor)
+            seen[self.name] = first is not None
+            return RungResult.passed(self)
+
+    ladder = Ladder.default()
+    at = [r.name for r in ladder.rungs].index("correctness")
+    ladder.rungs[at + 1 : at + 1] = [Watch("after-correctness")]
+    ladder.rungs[at:at] = [Watch("before-correctness")]
+    problem = load_problem(EXAMPLES / "vector_add")
+    cand = load_candidate(EXAMPLES / "vector_add" / "solution_triton.py", problem)
+    options = RunOptions(device="cpu", shapes=[{"n": 100}], trials=2, record=False)
+    verdict = LocalRunner(ladder).run(problem, cand, options)
+    assert verdict.ok, verdict.feedback()
+    assert seen["before-correctness"] and not seen["after-correctness"]
+    assert seen["output"]() is None  # nothing else held the first call's output
+    assert all(r.output is None for r in verdict.rungs)
+
+
 def test_compile_rung_reads_kernel_lines_from_the_scan_result() -> None:
     """An error raised inside kernel code (the pre-checks' jit_ranges) fails at compile."""
     ctx = _context()

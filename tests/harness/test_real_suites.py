@@ -255,6 +255,34 @@ def test_output_history_catches_views_and_as_strided_into_earlier_outputs() -> N
     assert history.changed(second) == [first]
 
 
+def test_a_large_outputs_snapshot_is_a_fingerprint_that_still_sees_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the size bound the history keeps no copy of an output (a copy of an upstream
+    sized output was one more on the GPU between calls), yet an earlier output changed
+    anywhere, by a new value or two values swapped, is still reported."""
+    import harness.worker.freshness as freshness
+
+    monkeypatch.setattr(freshness, "SNAPSHOT_WHOLE_BYTES", 64)
+    monkeypatch.setattr(freshness, "FINGERPRINT_WORDS", 7)  # chunks, and a short last one
+    for change in ("value", "swap", "none", "bytes"):
+        history = OutputHistory()
+        first = history.next_call()
+        out = torch.arange(0, 301, dtype=torch.float32)
+        if change == "bytes":  # an odd byte count: summed a byte at a time
+            out = torch.arange(0, 301, dtype=torch.uint8)
+        history.add(first, out, out.clone())
+        assert not any(isinstance(k.snapshot, torch.Tensor) for k in history.kept)
+        second = history.next_call()
+        if change == "value":
+            out[250] += 1
+        elif change == "swap":
+            out[[10, 290]] = out[[290, 10]]
+        elif change == "bytes":
+            out[3] = 200
+        assert history.changed(second) == ([] if change == "none" else [first]), change
+
+
 def test_fresh_slots_are_new_and_poisoned_each_call() -> None:
     data = (torch.ones(4), torch.zeros(3), torch.zeros(3, dtype=torch.int32))
     fresh, made = fresh_slots(data, {1, 2})

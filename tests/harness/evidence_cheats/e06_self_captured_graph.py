@@ -1,7 +1,7 @@
 # cheat e06 (GPU): a self-captured CUDA graph, replayed blind to the inputs
 # problem: matmul_bf16_small
 # options: policy_scan=false bench=true
-# expect: correctness|anti-cheat|benchmark: outside atol | wrong result | back-to-back
+# expect: correctness|anti-cheat|benchmark: outside atol | NaN/Inf | wrong result | back-to-back
 # Captures a CUDA graph of its own (honest) matmul on the first call for
 # each shape and replays it on every later call of that shape -- keyed on the shape only, so
 # the replay reads the buffers of the call it was captured on, wherever this call's inputs
