@@ -92,8 +92,17 @@ class LibraryBaseline:
     reason: str
 
 
-def library_baseline(kind: str | None, ops: Iterable[str], device: str) -> LibraryBaseline:
-    """The library path of a problem of this kind, and whether the reference is it."""
+def library_baseline(
+    kind: str | None,
+    ops: Iterable[str],
+    device: str,
+    op_dtypes: Mapping[str, Iterable[str]] | None = None,
+    input_dtypes: Iterable[str] = (),
+) -> LibraryBaseline:
+    """The library path of a problem of this kind, and whether the reference is it: not
+    when the reference runs that path in another precision than its inputs' (a bf16 GEMM
+    whose reference multiplies float32 copies runs the float32 GEMM, many times slower
+    than the library's bf16 one: a speedup over it says nothing of the library)."""
     if kind is None:
         return LibraryBaseline(
             None, None, None, "not GEMM-, convolution- or attention-like: no library baseline"
@@ -106,6 +115,18 @@ def library_baseline(kind: str | None, ops: Iterable[str], device: str) -> Libra
     seen = {_stem(op) for op in ops}
     calls = {"gemm": GEMM_OPS, "conv": CONV_OPS, "attention": SDPA_OPS}[kind]
     used = sorted(seen & calls)
+    inputs = sorted(set(input_dtypes))
+    given = sorted({str(d) for op in used for d in (op_dtypes or {}).get(op, ())})
+    floating = [d for d in given if _floating(d)]
+    if used and inputs and floating and not set(floating) & set(inputs):
+        return LibraryBaseline(
+            kind,
+            path,
+            None,
+            f"the reference runs {path} ({', '.join(used[:3])}) in {_names(floating)}, its "
+            f"inputs are {_names(inputs)}: not the library's path at the problem's precision; "
+            "timing that path needs the problem to say how its inputs map onto it",
+        )
     if used:
         return LibraryBaseline(
             kind, path, "reference", f"the reference runs {path} ({', '.join(used[:3])})"
@@ -118,6 +139,15 @@ def library_baseline(kind: str | None, ops: Iterable[str], device: str) -> Libra
         f"{', '.join(sorted(seen)[:4]) or 'other ops'}); timing {path} instead needs the problem "
         "to say how its inputs map onto it",
     )
+
+
+def _names(dtypes: list[str]) -> str:
+    return "/".join(d.replace("torch.", "") for d in dtypes)
+
+
+def _floating(dtype: str) -> bool:
+    name = dtype.replace("torch.", "")
+    return name.startswith(("float", "bfloat", "complex"))
 
 
 @dataclass(frozen=True)

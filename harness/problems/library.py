@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +215,9 @@ class LibraryRules:
     allow_all: bool = False
     min_share: float = DEFAULT_MIN_SHARE
     reference_ops: tuple[str, ...] = ()  # compute ops the reference ran (set by ``record``)
+    # the dtypes each of those ops was given ("torch.float32", ...), and the inputs' own
+    reference_dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    input_dtypes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, problem: Problem, options: RunOptions, candidate: Candidate) -> LibraryRules:
@@ -242,8 +245,14 @@ class LibraryRules:
         """False for a plain PyTorch candidate that was asked for: library ops are its work."""
         return not (self.plain_torch and self.torch_asked)
 
-    def with_reference(self, ops: Iterable[str]) -> LibraryRules:
+    def with_reference(
+        self,
+        ops: Iterable[str],
+        dtypes: Mapping[str, Iterable[str]] | None = None,
+        input_dtypes: Iterable[str] = (),
+    ) -> LibraryRules:
         compute = sorted({op for op in ops if is_compute(op)})
+        given = tuple((op, tuple(sorted(set((dtypes or {}).get(op, ()))))) for op in compute)
         return LibraryRules(
             self.plain_torch,
             self.torch_asked,
@@ -251,6 +260,8 @@ class LibraryRules:
             self.allow_all,
             self.min_share,
             tuple(compute),
+            given,
+            tuple(sorted(set(input_dtypes))),
         )
 
     def forbidden_reference_ops(self) -> list[str]:
@@ -292,6 +303,7 @@ class RecordedRun:
 
     ops: Counter[str] = field(default_factory=Counter)
     output: Any = None
+    dtypes: dict[str, list[str]] = field(default_factory=dict)  # each compute op's inputs
 
 
 def record_reference(run: Callable[[], Any]) -> RecordedRun:
@@ -301,7 +313,9 @@ def record_reference(run: Callable[[], Any]) -> RecordedRun:
     recorder = OpRecorder()
     with recorder:
         output = run()
-    return RecordedRun(Counter({k: v for k, v in recorder.aten.items() if is_compute(k)}), output)
+    ops = Counter({k: v for k, v in recorder.aten.items() if is_compute(k)})
+    dtypes = {k: sorted(recorder.dtypes.get(k, ())) for k in ops}
+    return RecordedRun(ops, output, dtypes)
 
 
 def library_message(op: str) -> str:

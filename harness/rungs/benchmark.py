@@ -106,7 +106,13 @@ class BenchmarkRung:
         # attention-like reference (by the compute ops it ran in the pre-checks) gets its
         # library path and torch.compile of it timed, for the verdict's SOL score
         ops = ctx.library.reference_ops
-        library = baselines.library_baseline(baselines.problem_kind(ops), ops, ctx.device)
+        library = baselines.library_baseline(
+            baselines.problem_kind(ops),
+            ops,
+            ctx.device,
+            dict(ctx.library.reference_dtypes),
+            ctx.library.input_dtypes,
+        )
         # opened when first timed: a cached reference timing needs no worker of its own
         reference = _LazySession(ctx, "reference", notes) if ctx.options.bench_reference else None
         compiled = (

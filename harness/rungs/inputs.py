@@ -34,7 +34,7 @@ import functools
 import hashlib
 import os
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -125,6 +125,8 @@ class ReferenceFacts:
 
     ops: dict[str, int]  # compute ops it ran, by call count
     slots: tuple[int, ...]  # tensor leaves of the data it never reads: outputs to fill
+    dtypes: dict[str, list[str]] = field(default_factory=dict)  # each op's tensors' dtypes
+    input_dtypes: tuple[str, ...] = ()  # the floating dtypes of the inputs it was given
 
 
 def _tensor_bytes(value: Any) -> list[bytes]:
@@ -241,7 +243,12 @@ class Inputs:
         slots: tuple[int, ...] = ()
         if self.problem.provides_outputs:
             slots = self._find_slots(inputs, recorded.output, run)
-        return ReferenceFacts(dict(recorded.ops), slots)
+        floating = {
+            str(leaf.dtype)
+            for leaf in flatten(inputs.pristine)
+            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
+        }
+        return ReferenceFacts(dict(recorded.ops), slots, recorded.dtypes, tuple(sorted(floating)))
 
     # -- the signal check (harness/problems/signalcheck.py) ----------------------------------------
 

@@ -707,6 +707,7 @@ class OpRecorder:
         self.aten: Counter[str] = Counter()
         self.seconds: dict[str, float] = {}
         self.elements: dict[str, int] = {}  # tensor elements each op was given
+        self.dtypes: dict[str, set[str]] = {}  # the dtypes of the tensors each op was given
         self.functions: Counter[str] = Counter()
         # tensor elements candidate code turned into host data (numpy, lists, DLPack)
         # outside a kernel launch: work done there is nobody's kernel
@@ -736,6 +737,7 @@ class OpRecorder:
         aten = self.aten
         seconds = self.seconds
         elements = self.elements
+        dtypes = self.dtypes
         tensor_type = torch.Tensor
         functions = self.functions
         clock = time.perf_counter
@@ -764,8 +766,10 @@ class OpRecorder:
                     # modes back on, so the ops inside it are seen too
                     out = _inside(self, func, args, kwargs or {})
                 seconds[name] = seconds.get(name, 0.0) + clock() - start
-                given = sum(a.numel() for a in args if isinstance(a, tensor_type))
-                elements[name] = elements.get(name, 0) + given
+                tensors = [a for a in args if isinstance(a, tensor_type)]
+                elements[name] = elements.get(name, 0) + sum(a.numel() for a in tensors)
+                if tensors:
+                    dtypes.setdefault(name, set()).update(str(a.dtype) for a in tensors)
                 return out
 
         class _Function(TorchFunctionMode):
@@ -793,6 +797,7 @@ class OpRecorder:
         self.aten.clear()
         self.seconds.clear()
         self.elements.clear()
+        self.dtypes.clear()
         self.functions.clear()
 
     def __enter__(self) -> OpRecorder:

@@ -114,3 +114,46 @@ def test_no_sol_for_a_problem_without_a_library_path() -> None:
         "s", 1.0
     )
     assert baselines.LIBRARY_PATH.keys() == {"gemm", "conv", "attention"}
+
+
+def test_a_reference_that_runs_the_library_in_another_precision_is_not_the_baseline() -> None:
+    """The bf16 GEMM example's reference multiplies float32 copies (cuBLAS's float32 GEMM,
+    ~10x slower than its bf16 one on an H100): its timing is no library baseline. The
+    dtypes come from the reference's real run under the op recorder."""
+    from pathlib import Path
+    from typing import Any
+
+    from harness.problems.candidate import load_candidate
+    from harness.problems.problem import load_problem
+    from harness.rungs.context import LadderContext
+    from harness.runner import RunOptions
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "matmul_bf16"
+    problem = load_problem(example)
+    cand = load_candidate(example / "solution_triton.py", problem)
+    options = RunOptions(device="cpu", shapes=[{"m": 32, "k": 64, "n": 48}], trials=1,
+                         record=False)  # fmt: skip
+
+    def no_worker(**_: Any) -> Any:
+        raise AssertionError("the reference runs in this process")
+
+    ctx = LadderContext(problem, cand, options, "cpu", no_worker)
+    ctx.learn_reference()
+    rules = ctx.library
+    assert rules.input_dtypes == ("torch.bfloat16",)
+    given = dict(rules.reference_dtypes)
+    assert "torch.float32" in given["aten::mm"]
+    ops = rules.reference_ops
+    upcast = library_baseline("gemm", ops, "cuda", given, rules.input_dtypes)
+    assert upcast.subject is None
+    assert "in float32, its inputs are bfloat16" in upcast.reason
+    record: dict[str, object] = {"reference": {"median_ms": 21.8}, "speedup": 9.7}
+    _library_entry(record, upcast)
+    assert "speedup_vs_library" not in record
+    # the same op on the inputs' own precision is the library's path
+    native = library_baseline(
+        "gemm", ["aten::mm"], "cuda", {"aten::mm": ["torch.bfloat16"]}, ["torch.bfloat16"]
+    )
+    assert native.subject == "reference"
+    # nothing known of the dtypes: as before
+    assert library_baseline("gemm", ["aten::mm"], "cuda").subject == "reference"
