@@ -24,6 +24,7 @@ dropped from the history, not reported. Imports nothing of the ladder.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +42,13 @@ _WORDS = ((8, torch.int64), (4, torch.int32), (2, torch.int16), (1, torch.uint8)
 
 
 class Fingerprint:
-    """Two sums over every word of a tensor's bytes, one weighted by the word's place, and
-    the byte count: a change anywhere in the content changes them (short of a change made
-    to keep both sums, which needs the weights' scheme and the whole content), computed a
-    chunk at a time on the tensor's own device without a copy of the whole."""
+    """Two sums over every word of a tensor's bytes, each word first mixed with this
+    process's secret key (xor, multiply, xor-shift, multiply: a changed bit changes the
+    whole mixed word), one sum weighted by the word's place, and the byte count. A change
+    anywhere changes them but by chance (about 2^-64 a sum) or by a change crafted with the
+    key; computed a chunk at a time on the tensor's own device, without a copy of the whole.
+    Only what an earlier output still holds is judged by it (``earlier_changed``): a
+    collision would hide a change to an output the parent already has."""
 
     def __init__(self, t: torch.Tensor) -> None:
         self.nbytes = t.numel() * t.element_size()
@@ -54,20 +58,29 @@ class Fingerprint:
     def of(t: torch.Tensor) -> tuple[int, int]:
         data = t.detach().contiguous().reshape(-1).view(torch.uint8)
         dtype = next(d for width, d in _WORDS if data.numel() % width == 0)
-        words = data.view(dtype)
-        plain = torch.zeros((), dtype=torch.int64, device=words.device)
-        placed = torch.zeros((), dtype=torch.int64, device=words.device)
+        try:
+            words = data.view(dtype)
+        except RuntimeError:  # a view whose offset is not a multiple of the word
+            words = data.clone().view(dtype)
+        device = words.device
+        plain = torch.zeros((), dtype=torch.int64, device=device)
+        placed = torch.zeros((), dtype=torch.int64, device=device)
         for start in range(0, words.numel(), FINGERPRINT_WORDS):
-            part = words[start : start + FINGERPRINT_WORDS].to(torch.int64)
-            plain += part.sum()
-            weights = torch.arange(
-                start + 1, start + 1 + part.numel(), dtype=torch.int64, device=words.device
-            )
-            placed += (part * (weights * 2654435761 + 97)).sum()
+            mixed = (words[start : start + FINGERPRINT_WORDS].to(torch.int64) ^ _KEY) * _MIX1
+            mixed = (mixed ^ (mixed >> 31)) * _MIX2
+            plain += mixed.sum()
+            place = torch.arange(start + 1, start + 1 + mixed.numel(), dtype=torch.int64,
+                                 device=device)  # fmt: skip
+            placed += (mixed * place).sum()
         return int(plain), int(placed)
 
     def matches(self, t: torch.Tensor) -> bool:
         return t.numel() * t.element_size() == self.nbytes and self.of(t) == self.sums
+
+
+_KEY = secrets.randbits(62)
+_MIX1 = 0x5851F42D4C957F2D  # odd 64-bit multipliers (as signed int64 below where needed)
+_MIX2 = 0x14057B7EF767814F
 
 
 def storage_range(t: torch.Tensor) -> tuple[int, int]:

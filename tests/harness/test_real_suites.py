@@ -265,12 +265,14 @@ def test_a_large_outputs_snapshot_is_a_fingerprint_that_still_sees_changes(
 
     monkeypatch.setattr(freshness, "SNAPSHOT_WHOLE_BYTES", 64)
     monkeypatch.setattr(freshness, "FINGERPRINT_WORDS", 7)  # chunks, and a short last one
-    for change in ("value", "swap", "none", "bytes"):
+    for change in ("value", "swap", "signs", "none", "bytes"):
         history = OutputHistory()
         first = history.next_call()
         out = torch.arange(0, 301, dtype=torch.float32)
         if change == "bytes":  # an odd byte count: summed a byte at a time
             out = torch.arange(0, 301, dtype=torch.uint8)
+        if change == "signs":  # 64-bit words
+            out = torch.arange(0, 301, dtype=torch.float64)
         history.add(first, out, out.clone())
         assert not any(isinstance(k.snapshot, torch.Tensor) for k in history.kept)
         second = history.next_call()
@@ -278,6 +280,8 @@ def test_a_large_outputs_snapshot_is_a_fingerprint_that_still_sees_changes(
             out[250] += 1
         elif change == "swap":
             out[[10, 290]] = out[[290, 10]]
+        elif change == "signs":  # two top bits, two places apart: cancels in unmixed sums
+            out[11], out[13] = -out[11], -out[13]
         elif change == "bytes":
             out[3] = 200
         assert history.changed(second) == ([] if change == "none" else [first]), change
