@@ -2,7 +2,8 @@
 
 A burst of back-to-back calls on the same inputs (the shape of a timing loop) must give
 the reference every time — a candidate that behaves differently after the first calls
-or in "benchmark mode" fails here. Then one call measures the library share (on a GPU at
+or in "benchmark mode" fails here. Where the outputs are large the burst is shorter
+(``BURST_BYTES``; never below two calls) and the rung's note says how many calls it made. Then one call measures the library share (on a GPU at
 the largest benchmark shape that is not huge, ``Inputs.share_shape``; else the largest
 checked shape) (``harness/problems/library_share.py``: on a GPU the device time in the
 candidate's own kernels against library kernels, on a CPU the share of the data that
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from .results import Earlier
 
 BURST_TRIAL = 1000  # trial index for the burst's seed: distinct from the correctness trials
+# what the burst's outputs may take: each call's output and the worker's copy of it at return
+# are held until the burst is over (and all come back to the parent); at an upstream
+# KernelBench size (6.4 GB an output) six calls would hold about 77 GB, so a burst of large
+# outputs is shortened, never below two calls
+BURST_BYTES = 8 << 30
 SHARE_TRIAL = 1500  # ... and for the call that measures the library share
 
 
@@ -37,7 +43,15 @@ class AntiCheatRung:
     gating = True
 
     def run(self, ctx: LadderContext, earlier: Earlier) -> RungResult:
-        burst = max(2, ctx.options.burst)
+        asked = burst = max(2, ctx.options.burst)
+        held = ctx.inputs.output_bytes(0)
+        if held:
+            burst = min(asked, max(2, BURST_BYTES // (2 * held)))
+        shortened = (
+            f"{burst} back-to-back calls, not {asked}: each returns {_bytes(held)}"
+            if burst < asked and held
+            else ""
+        )
         inputs = ctx.inputs.make(0, BURST_TRIAL)
         record = ctx.workers.call(inputs, repeat=burst, burst=True)
         failure = call_failure(ctx, record)
@@ -94,7 +108,8 @@ class AntiCheatRung:
             more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
             details.update({"findings": [], "integrity": list(found)})
             return RungResult.fail(self, found[0] + more, metrics, details)
-        return RungResult.passed(self, metrics, ctx.library.note() or share_note, details)
+        note = "; ".join(n for n in (ctx.library.note() or share_note, shortened) if n)
+        return RungResult.passed(self, metrics, note, details)
 
     def share(self, ctx: LadderContext) -> tuple[Share | None, str]:
         """The library share of one call (None: not measured)."""
@@ -120,3 +135,10 @@ class AntiCheatRung:
                 )
             return share, ""
         return measure_cpu(call), ""
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"

@@ -613,6 +613,11 @@ class Inputs:
         if sizes:
             self._output_bytes[inputs.shape_index] = [sum(sizes) * 2, *sizes]
 
+    def output_bytes(self, shape_index: int) -> int | None:
+        """The bytes of the reference's outputs on this shape (None: no reference made yet)."""
+        known = self._output_bytes.get(shape_index)
+        return known[0] // 2 if known else None
+
     def poison_sizes(self, inputs: TrialInputs, input_bytes: int, sizes: list[int]) -> list[int]:
         """NaN-filled blocks the worker allocates before a call: the size of what the
         output will be (known after the first reference of a shape; the inputs' before)."""

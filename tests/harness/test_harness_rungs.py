@@ -205,3 +205,42 @@ def test_a_cpu_check_has_no_summary() -> None:
     assert verdict.ok, verdict.feedback()
     assert verdict.summary is None and verdict.to_json()["summary"] is None
     assert next(r for r in verdict.rungs if r.name == "benchmark").status == "skipped"
+
+
+def test_a_burst_of_large_outputs_is_shortened_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each burst call's output and the worker's copy at return are held until the burst
+    ends: past ``BURST_BYTES`` the burst is shortened (never below two calls) and the rung
+    says how many calls it made; a candidate that turns wrong on its second call is still
+    caught."""
+    import harness.rungs.anticheat as anticheat
+
+    problem = load_problem(EXAMPLES / "vector_add")
+    n = 4096  # a 16 KiB output: with a 40 KiB budget, room for 40 / (2 * 16) -> 2 calls
+    monkeypatch.setattr(anticheat, "BURST_BYTES", 40 << 10)
+    options = RunOptions(device="cpu", shapes=[{"n": n}], trials=1, burst=6, record=False)
+    honest = load_candidate(EXAMPLES / "vector_add" / "solution_triton.py", problem)
+    verdict = LocalRunner(Ladder.default()).run(problem, honest, options)
+    assert verdict.ok, verdict.feedback()
+    rung = next(r for r in verdict.rungs if r.name == "anti-cheat")
+    assert rung.metrics["burst"] == 2
+    assert "2 back-to-back calls, not 6: each returns 16.0 KiB" in rung.reason
+    # wrong only on a repeat with the very same input objects (what a burst hands it)
+    source = (EXAMPLES / "vector_add" / "solution_triton.py").read_text()
+    source = source.replace("def custom_kernel(", "def _honest(")
+    source += (
+        "\n\n_SEEN = []\n\n\ndef custom_kernel(inputs):\n"
+        "    if _SEEN and _SEEN[-1] is inputs[0]:\n"
+        "        return torch.zeros_like(inputs[0])\n"
+        "    _SEEN.append(inputs[0])\n"
+        "    return _honest(inputs)\n"
+    )
+    path = tmp_path / "repeat_wrong.py"
+    path.write_text(source)
+    cheat = load_candidate(path, problem)
+    caught = LocalRunner(Ladder.default()).run(problem, cheat, options)
+    assert not caught.ok
+    failed = caught.failed_rung
+    assert failed is not None and failed.name == "anti-cheat", caught.feedback()
+    assert "call 2 of 2 back-to-back calls" in failed.reason, failed.reason
