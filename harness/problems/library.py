@@ -310,7 +310,7 @@ def record_reference(run: Callable[[], Any]) -> RecordedRun:
     """Run ``run()`` (a reference on a copy of its inputs) under the op recorder."""
     from ..worker.guards import OpRecorder
 
-    recorder = OpRecorder()
+    recorder = OpRecorder(with_dtypes=True)
     with recorder:
         output = run()
     ops = Counter({k: v for k, v in recorder.aten.items() if is_compute(k)})

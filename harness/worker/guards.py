@@ -695,11 +695,13 @@ class OpRecorder:
         self,
         launching: Callable[[], bool] | None = None,
         host_launcher: str = "",
+        with_dtypes: bool = False,
     ) -> None:
         """``launching``: whether a kernel launch of the backend runs now; ``host_launcher``:
         the function that runs a launch on the host (``module:qualname``, an interpreter's):
         the host reads its module's code makes inside it are the kernel's, not host compute
-        (``launcher_read``)."""
+        (``launcher_read``); ``with_dtypes``: also the dtypes each op was given (the
+        reference's run only: not paid on every op of a candidate's calls)."""
         import torch
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -766,10 +768,11 @@ class OpRecorder:
                     # modes back on, so the ops inside it are seen too
                     out = _inside(self, func, args, kwargs or {})
                 seconds[name] = seconds.get(name, 0.0) + clock() - start
-                tensors = [a for a in args if isinstance(a, tensor_type)]
-                elements[name] = elements.get(name, 0) + sum(a.numel() for a in tensors)
-                if tensors:
-                    dtypes.setdefault(name, set()).update(str(a.dtype) for a in tensors)
+                given = sum(a.numel() for a in args if isinstance(a, tensor_type))
+                elements[name] = elements.get(name, 0) + given
+                if with_dtypes:
+                    seen = dtypes.setdefault(name, set())
+                    seen.update(str(a.dtype) for a in args if isinstance(a, tensor_type))
                 return out
 
         class _Function(TorchFunctionMode):

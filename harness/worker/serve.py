@@ -74,9 +74,9 @@ from .snapshots import IdentitySnapshot, ProcessState, settle, snapshot_harness_
 from .state import WorkerState
 
 _Tensor = torch.Tensor  # captured before any candidate code runs
-CACHE_KEPT_BYTES = 1 << 28  # the worker's cached, unused GPU memory kept between requests
 _type = type
 _isinstance = isinstance
+CACHE_KEPT_BYTES = 1 << 28  # the worker's cached, unused GPU memory kept between requests
 _DEVICE_FAULTS = (
     "illegal memory access",
     "device-side assert",
