@@ -366,6 +366,14 @@ CTXKERNEL_POOL_SLOT: Var[int | None] = _declare(
         "runners (pool)",
     )
 )  # fmt: skip
+CTXKERNEL_POOL_SLOTS: Var[int | None] = _declare(
+    Var(
+        "CTXKERNEL_POOL_SLOTS", "int", None, _whole,
+        "how many slots the pool runs at once (the pool sets it): a slot process gives torch "
+        "its share of the CPUs, all of them divided by this, unless OMP_NUM_THREADS is set",
+        "runners (pool)",
+    )
+)  # fmt: skip
 
 # -- tests, benchmarks and CI only (they read these with os.environ) ----------------------
 

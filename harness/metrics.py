@@ -14,8 +14,10 @@ KernelBench softmax's 1.6 G elements need 6.4 GB a tensor).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,7 @@ import torch
 from .problems.problemspec import Tolerance
 
 CHUNK_ELEMENTS = 1 << 22  # past this many elements a comparison goes a chunk at a time
+SMALL_OP_ELEMENTS = 1 << 22  # under this many, CPU comparisons run on one thread
 
 
 @dataclass
@@ -81,17 +84,26 @@ def compare(
     or with ``on_device`` where ``expected`` lives (a GPU: the benchmark's re-check of a
     million sampled elements takes milliseconds there, 0.15 s on one CPU thread).
     ``slack``: an extra absolute tolerance per element, of ``expected``'s shape."""
-    # Small tensors: one thread. With a busy second core, OpenMP barriers make a 30k-element
-    # op 50x slower on two threads than on one.
-    threads = torch.get_num_threads()
-    main = threading.current_thread() is threading.main_thread()
-    if main and expected.numel() < (1 << 22) and threads > 1:
-        torch.set_num_threads(1)
     device = expected.device if on_device else "cpu"
-    try:
+    with one_thread_if_small(expected.numel()):
         if expected.numel() > CHUNK_ELEMENTS:
             return _compare_chunked(got, expected, tol, k_worst, device, slack)
         return _compare(got, expected, tol, k_worst, device, slack)
+
+
+@contextlib.contextmanager
+def one_thread_if_small(numel: int) -> Iterator[None]:
+    """CPU work on a tensor under ``SMALL_OP_ELEMENTS`` elements on one torch thread.
+    With a busy second core, OpenMP barriers make a 30k-element op 50x slower on two
+    threads than on one; three pool slots each running their comparisons on every core of
+    a 16-core machine spent 3.4 s a check in them instead of 0.2 (bench/RESULTS.md,
+    2026-12-06 06:00). Only the main thread changes the (process-wide) setting."""
+    threads = torch.get_num_threads()
+    main = threading.current_thread() is threading.main_thread()
+    if main and numel < SMALL_OP_ELEMENTS and threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
     finally:
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)

@@ -19,6 +19,7 @@ import argparse
 import json
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -68,6 +69,18 @@ def make_candidates(
             path.write_text(source + f"\n# {tag} copy {i}\n")
             out.append((problem, load_candidate(path, problem)))
     return out
+
+
+def median_rung_seconds(verdicts: list[Any]) -> dict[str, float]:
+    """Each rung's median seconds over the verdicts (where a slowed-down check lost time)."""
+    seen: dict[str, list[float]] = {}
+    for verdict in verdicts:
+        for name, seconds in (verdict.environment.get("rung_s") or {}).items():
+            seen.setdefault(name, []).append(float(seconds))
+        for rung in verdict.rungs:  # the rung's own split, where it keeps one
+            for phase, seconds in (rung.details.get("phase_s") or {}).items():
+                seen.setdefault(f"{rung.name}/{phase}", []).append(float(seconds))
+    return {name: round(statistics.median(values), 3) for name, values in seen.items()}
 
 
 def measure(
@@ -135,6 +148,7 @@ def measure(
         "peak_concurrent": concurrency.peak,
         "per_gpu": per_gpu,
         "all_passed": all(v.ok for v in verdicts),
+        "median_rung_s": median_rung_seconds(verdicts),
         "failed": [v.reason for v in verdicts if not v.ok][:5],
         "warmup_s": round(warm_s, 2),
     }

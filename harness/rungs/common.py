@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..metrics import CHUNK_ELEMENTS, Comparison, compare
+from ..metrics import CHUNK_ELEMENTS, Comparison, compare, one_thread_if_small
 from ..printable import printable
 from ..problems.problemspec import Tolerance
 from .checks import OutputLeaf
@@ -66,17 +66,18 @@ def spent_fraction(
     e_all, g_all = flat(expected), flat(got)
     s_all = flat(slack) if slack is not None else None
     worst = 0.0
-    for start in range(0, e_all.numel(), chunk):
-        part = slice(start, start + chunk)
-        spent = _spent_in(
-            e_all[part].to(device, torch.float64),
-            g_all[part].to(device, torch.float64),
-            tolerance,
-            s_all[part].to(device, torch.float64) if s_all is not None else None,
-        )
-        if spent == math.inf:
-            return spent
-        worst = max(worst, spent)
+    with one_thread_if_small(e_all.numel()):
+        for start in range(0, e_all.numel(), chunk):
+            part = slice(start, start + chunk)
+            spent = _spent_in(
+                e_all[part].to(device, torch.float64),
+                g_all[part].to(device, torch.float64),
+                tolerance,
+                s_all[part].to(device, torch.float64) if s_all is not None else None,
+            )
+            if spent == math.inf:
+                return spent
+            worst = max(worst, spent)
     return worst
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..metrics import one_thread_if_small
 from ..problems.library import op_stem
 from ..problems.problemspec import STRESS_CLASSES
 from .inputs import TrialInputs, flatten
@@ -202,8 +203,9 @@ def _magnitude_ratio(after: Any, before: Any) -> float:
             for t in flatten(value)
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
         ]
-        finite = [p[torch.isfinite(p)] for p in parts]
-        total = sum(float((p * p).sum()) for p in finite)
+        with one_thread_if_small(sum(p.numel() for p in parts)):
+            finite = [p[torch.isfinite(p)] for p in parts]
+            total = sum(float((p * p).sum()) for p in finite)
         count = sum(p.numel() for p in finite)
         return math.sqrt(total / count) if count else 0.0
 

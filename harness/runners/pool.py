@@ -157,6 +157,7 @@ class _Slot:
         env["TMPDIR"] = str(self.tmp)
         env["CUDA_VISIBLE_DEVICES"] = self.gpu if self.gpu is not None else ""
         env["CTXKERNEL_POOL_SLOT"] = str(self.index)
+        env["CTXKERNEL_POOL_SLOTS"] = str(len(self.pool.slots) or 1)
         cmd = [
             self.pool.python or sys.executable,
             "-m",

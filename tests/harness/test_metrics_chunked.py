@@ -132,3 +132,36 @@ def test_spent_fraction_a_chunk_at_a_time(case: str, chunk: int) -> None:
     assert parts == pytest.approx(whole, rel=1e-12, abs=0.0)
     if case == "two wrong":
         assert parts > 1.0  # the wrong elements are past the tolerance
+
+
+def test_small_comparisons_run_on_one_torch_thread_and_restore_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Many small CPU comparisons on every core thrash when other checks share the machine
+    (three pool slots: 3.4 s a check instead of 0.2); small ones run on one thread."""
+    from harness.metrics import SMALL_OP_ELEMENTS, one_thread_if_small
+    from harness.rungs import common
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with one_thread_if_small(1000):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with one_thread_if_small(SMALL_OP_ELEMENTS):
+            assert torch.get_num_threads() == 2
+
+        seen: list[int] = []
+        real = common._spent_in
+
+        def spy(*args: object) -> float:
+            seen.append(torch.get_num_threads())
+            return real(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(common, "_spent_in", spy)
+        e = torch.linspace(-1, 1, 4096)
+        spent = common.spent_fraction(e + 1e-6, e, Tolerance(atol=1e-5, rtol=0.0))
+        assert seen == [1] and 0.05 < spent < 0.2
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
