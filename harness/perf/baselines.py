@@ -7,9 +7,13 @@ call): ``problem_kind``. Its best library path is what torch reaches for that wo
 cuBLAS/cuBLASLt (``aten::mm``, ``addmm``, ``bmm``...), cuDNN (``aten::convolution``),
 fused attention (``aten::scaled_dot_product_attention``). ``library_baseline`` says which
 timing stands for it: the reference's own, when the reference already calls that path
-(``torch.matmul``, ``F.conv2d``, ``F.scaled_dot_product_attention``); none, with the
-reason, when it does not (an attention written as matmuls and a softmax: timing SDPA
-instead needs the problem to say which inputs are q, k and v), or without a GPU.
+(``torch.matmul``, ``F.conv2d``, ``F.scaled_dot_product_attention``) at its inputs'
+precision; for a GEMM whose reference does not (it multiplies float32 copies of bf16
+inputs, or computes the product another way), ``torch.matmul`` of the two inputs whose
+product has the output's shape (``gemm_operands``), at their own precision: the library's
+GEMM for that data; none, with the reason, otherwise (an attention written as matmuls and a
+softmax: timing SDPA instead needs the problem to say which inputs are q, k and v), or
+without a GPU.
 
 ``sol_score``: the share of the gap between the better baseline (library path or
 ``torch.compile`` of the reference) and the roofline that the candidate closes,
@@ -21,7 +25,7 @@ the roofline, or when nothing was timed. Pure functions: tested without a GPU.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..problems.policy import GROUPS
@@ -84,12 +88,52 @@ def problem_kind(ops: Iterable[str]) -> str | None:
 @dataclass(frozen=True)
 class LibraryBaseline:
     """Which timing is the library path's: ``subject`` 'reference' (the reference calls
-    it) or None (not timed, ``reason`` says why)."""
+    it), 'library' (``torch.matmul`` of the inputs ``operands``, leaf indices, at their
+    precision) or None (not timed, ``reason`` says why)."""
 
     kind: str | None
     path: str | None
     subject: str | None
     reason: str
+    operands: tuple[int, int] | None = None
+
+
+def gemm_operands(
+    inputs: Sequence[tuple[str, tuple[int, ...]] | None], output: tuple[int, ...] | None
+) -> tuple[int, int] | None:
+    """The two input leaves (indices, in order) whose ``torch.matmul`` has the output's
+    shape: both floating, of one dtype, at least 2-D, inner sizes equal, batch sizes
+    broadcasting to the output's. ``inputs``: each leaf's (dtype, shape), None for a
+    leaf that is not a tensor; ``output``: the reference's one output tensor's shape (None
+    when it has several or none). Pairs of the same shapes and dtype cost the library the
+    same (a square GEMM's A @ B and B @ A): the first is taken. None when no pair fits, or
+    pairs of different shapes do: which product the problem means is then not known from
+    shapes alone."""
+    if output is None or len(output) < 2:
+        return None
+    found: dict[tuple[str, tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}
+    for i, a in enumerate(inputs):
+        for j, b in enumerate(inputs):
+            if i == j or a is None or b is None or a[0] != b[0] or not _floating(a[0]):
+                continue
+            if _matmul_shape(a[1], b[1]) == tuple(output):
+                found.setdefault((a[0], tuple(a[1]), tuple(b[1])), (i, j))
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    batch_a, batch_b = a[:-2], b[:-2]
+    width = max(len(batch_a), len(batch_b))
+    batch_a = (1,) * (width - len(batch_a)) + batch_a
+    batch_b = (1,) * (width - len(batch_b)) + batch_b
+    batch = []
+    for x, y in zip(batch_a, batch_b, strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        batch.append(max(x, y))
+    return (*batch, a[-2], b[-1])
 
 
 def library_baseline(
@@ -98,11 +142,14 @@ def library_baseline(
     device: str,
     op_dtypes: Mapping[str, Iterable[str]] | None = None,
     input_dtypes: Iterable[str] = (),
+    operands: tuple[int, int] | None = None,
 ) -> LibraryBaseline:
     """The library path of a problem of this kind, and whether the reference is it: not
     when the reference runs that path in another precision than its inputs' (a bf16 GEMM
     whose reference multiplies float32 copies runs the float32 GEMM, many times slower
-    than the library's bf16 one: a speedup over it says nothing of the library)."""
+    than the library's bf16 one: a speedup over it says nothing of the library). A GEMM
+    whose reference is not the path is timed as ``torch.matmul`` of ``operands`` (see
+    ``gemm_operands``) when they are known."""
     if kind is None:
         return LibraryBaseline(
             None, None, None, "not GEMM-, convolution- or attention-like: no library baseline"
@@ -119,25 +166,34 @@ def library_baseline(
     given = sorted({str(d) for op in used for d in (op_dtypes or {}).get(op, ())})
     floating = [d for d in given if _floating(d)]
     if used and inputs and floating and not set(floating) & set(inputs):
+        why = (
+            f"the reference runs {path} ({', '.join(used[:3])}) in {_names(floating)}, its "
+            f"inputs are {_names(inputs)}: not the library's path at the problem's precision"
+        )
+    elif used:
+        return LibraryBaseline(
+            kind, path, "reference", f"the reference runs {path} ({', '.join(used[:3])})"
+        )
+    else:
+        why = (
+            f"the reference does not call {path} (it computes the {kind} from "
+            f"{', '.join(sorted(seen)[:4]) or 'other ops'})"
+        )
+    if kind == "gemm" and operands is not None:
+        i, j = operands
         return LibraryBaseline(
             kind,
             path,
-            None,
-            f"the reference runs {path} ({', '.join(used[:3])}) in {_names(floating)}, its "
-            f"inputs are {_names(inputs)}: not the library's path at the problem's precision; "
-            "timing that path needs the problem to say how its inputs map onto it",
-        )
-    if used:
-        return LibraryBaseline(
-            kind, path, "reference", f"the reference runs {path} ({', '.join(used[:3])})"
+            "library",
+            f"{why}; timed instead: torch.matmul of input leaves {i} and {j} at their own "
+            f"precision ({path})",
+            operands,
         )
     return LibraryBaseline(
         kind,
         path,
         None,
-        f"the reference does not call {path} (it computes the {kind} from "
-        f"{', '.join(sorted(seen)[:4]) or 'other ops'}); timing {path} instead needs the problem "
-        "to say how its inputs map onto it",
+        f"{why}; timing {path} instead needs the problem to say how its inputs map onto it",
     )
 
 

@@ -112,6 +112,7 @@ class BenchmarkRung:
             ctx.device,
             dict(ctx.library.reference_dtypes),
             ctx.library.input_dtypes,
+            ctx.inputs.study().gemm_operands,
         )
         # opened when first timed: a cached reference timing needs no worker of its own
         reference = _LazySession(ctx, "reference", notes) if ctx.options.bench_reference else None
@@ -122,13 +123,19 @@ class BenchmarkRung:
             if ctx.options.compile_ref or (library.kind is not None and ctx.device == "cuda")
             else None
         )
+        # the library's GEMM at the inputs' precision, where the reference is not that path
+        own = (
+            _LazySession(ctx, "reference_library", notes, library.operands)
+            if library.subject == "library"
+            else None
+        )
         # measured once per GPU/driver/clocks, before anything is timed
         with _timed(phase_s, "ceilings"):
             ctx.ceilings.get()
         l2 = ctx.options.bench_l2 or ctx.problem.bench_l2 or "flush"
         results = []
         for index, shape in enumerate(ctx.inputs.bench_shapes()):
-            result = self.bench_shape(ctx, session, reference, compiled, shape, index, l2)
+            result = self.bench_shape(ctx, session, (reference, compiled, own), shape, index, l2)
             _library_entry(result, library)
             results.append(result)
             if result.get("failure"):
@@ -153,8 +160,7 @@ class BenchmarkRung:
         self,
         ctx: LadderContext,
         session: WorkerSession,
-        reference: _LazySession | None,
-        compiled: _LazySession | None,
+        baselines_timed: tuple[_LazySession | None, _LazySession | None, _LazySession | None],
         shape: dict[str, Any],
         index: int,
         l2: str,
@@ -181,6 +187,8 @@ class BenchmarkRung:
         cand_times: list[float] = []
         ref_times: list[float] = []
         comp_times: list[float] = []
+        lib_times: list[float] = []
+        reference, compiled, own = baselines_timed
         for _ in range(rounds):
             time.sleep(gap)
             key, keep_key = rng.getrandbits(62), rng.getrandbits(62)
@@ -228,7 +236,7 @@ class BenchmarkRung:
                 return result
             _time_references(
                 ctx,
-                ((reference, ref_times), (compiled, comp_times)),
+                ((reference, ref_times), (compiled, comp_times), (own, lib_times)),
                 _Window(shape, l2, budget, gap, rounds == 1, rng),
                 report,
                 round_info,
@@ -250,12 +258,12 @@ class BenchmarkRung:
             + f", {_mode_words(first_report)}"
             + witness.words(first_report.get("witness"))
         )
-        for subject, bucket in (("reference", ref_times), ("reference_compiled", comp_times)):
+        for subject, bucket in zip(SUBJECTS, (ref_times, comp_times, lib_times), strict=True):
             if bucket:
                 ref = summarize(bucket)
                 result[subject] = ref.as_dict()
                 ratio = ref.median / cand.median if cand.median > 0 else None
-                result["speedup" if subject == "reference" else "speedup_vs_compiled"] = ratio
+                result[SPEEDUP_KEYS[subject]] = ratio
         overrun = [
             ((r.get("candidate") or {}).get("floor") or {}).get("budget_spent_at")
             for r in result["rounds"]
@@ -324,7 +332,7 @@ def _time_references(
     check of this user ran at any moment of the window (``perf/livechecks.py``: their
     candidates are not stopped): ``round_info["beside_other_checks"]`` otherwise."""
     todo: list[tuple[str, WorkerSession, list[float], str | None]] = []
-    for (lazy, bucket), subject in zip(subjects, ("reference", "reference_compiled"), strict=True):
+    for (lazy, bucket), subject in zip(subjects, SUBJECTS, strict=True):
         if lazy is None:
             continue
         cache_key = (
@@ -410,9 +418,13 @@ def _library_entry(result: dict[str, Any], library: baselines.LibraryBaseline) -
         return
     entry: dict[str, Any] = {"kind": library.kind, "path": library.path, "why": library.reason}
     ref = result.get("reference") or {}
+    own = result.get("reference_library") or {}
     if library.subject == "reference" and ref.get("median_ms"):
         entry["median_ms"] = ref["median_ms"]
         result["speedup_vs_library"] = result.get("speedup")
+    elif library.subject == "library" and own.get("median_ms"):
+        entry["median_ms"] = own["median_ms"]
+        entry["operands"] = list(library.operands or ())
     result["library"] = entry
 
 
@@ -440,9 +452,11 @@ def _reference_key(ctx: LadderContext, subject: str, shape: dict[str, Any], l2: 
     return reftimes.key(path, subject, shape, ceilings.key, l2, mode, ctx.options.bench_rel_ci)
 
 
-def _reference_session(ctx: LadderContext, role: str, notes: list[str]) -> WorkerSession | None:
+def _reference_session(
+    ctx: LadderContext, role: str, notes: list[str], operands: tuple[int, int] | None = None
+) -> WorkerSession | None:
     try:
-        session, reply = ctx.workers.aux(role)
+        session, reply = ctx.workers.aux(role, library_operands=operands)
     except WorkerGone as gone:
         notes.append(f"{role} worker: {gone.reason}")
         return None
@@ -466,18 +480,33 @@ def _rounded(phases: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in phases.items()}
 
 
+# what is timed beside the candidate: the reference, its torch.compile, the library's GEMM
+SUBJECTS = ("reference", "reference_compiled", "reference_library")
+SPEEDUP_KEYS = {
+    "reference": "speedup",
+    "reference_compiled": "speedup_vs_compiled",
+    "reference_library": "speedup_vs_library",
+}
+
+
 class _LazySession:
     """A reference worker opened on first use (``_reference_session``), once."""
 
-    def __init__(self, ctx: LadderContext, role: str, notes: list[str]) -> None:
-        self.ctx, self.role, self.notes = ctx, role, notes
+    def __init__(
+        self,
+        ctx: LadderContext,
+        role: str,
+        notes: list[str],
+        operands: tuple[int, int] | None = None,
+    ) -> None:
+        self.ctx, self.role, self.notes, self.operands = ctx, role, notes, operands
         self._opened = False
         self._session: WorkerSession | None = None
 
     def get(self) -> WorkerSession | None:
         if not self._opened:
             self._opened = True
-            self._session = _reference_session(self.ctx, self.role, self.notes)
+            self._session = _reference_session(self.ctx, self.role, self.notes, self.operands)
         return self._session
 
 
@@ -723,6 +752,8 @@ def _metrics(result: dict[str, Any]) -> dict[str, Any]:
     if result.get("reference_compiled"):
         out["compiled_ref_median_ms"] = result["reference_compiled"].get("median_ms")
         out["speedup_vs_compiled"] = result.get("speedup_vs_compiled")
+    if result.get("reference_library"):
+        out["library_median_ms"] = result["reference_library"].get("median_ms")
     if result.get("speedup_vs_library") is not None:
         out["speedup_vs_library"] = result["speedup_vs_library"]
     rounds = result.get("rounds") or []

@@ -41,6 +41,7 @@ import torch
 
 from ..errors import ProblemError
 from ..options import RunOptions
+from ..perf import baselines
 from ..problems.calibrate import Calibrator
 from ..problems.library import record_reference
 from ..problems.precision import reference_precision
@@ -127,6 +128,8 @@ class ReferenceFacts:
     slots: tuple[int, ...]  # tensor leaves of the data it never reads: outputs to fill
     dtypes: dict[str, list[str]] = field(default_factory=dict)  # each op's tensors' dtypes
     input_dtypes: tuple[str, ...] = ()  # the floating dtypes of the inputs it was given
+    # the two input leaves whose matmul has the output's shape (``baselines.gemm_operands``)
+    gemm_operands: tuple[int, int] | None = None
 
 
 def _tensor_bytes(value: Any) -> list[bytes]:
@@ -243,12 +246,23 @@ class Inputs:
         slots: tuple[int, ...] = ()
         if self.problem.provides_outputs:
             slots = self._find_slots(inputs, recorded.output, run)
+        leaves = flatten(inputs.pristine)
         floating = {
             str(leaf.dtype)
-            for leaf in flatten(inputs.pristine)
+            for leaf in leaves
             if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
         }
-        return ReferenceFacts(dict(recorded.ops), slots, recorded.dtypes, tuple(sorted(floating)))
+        outputs = [t for t in flatten(recorded.output) if isinstance(t, torch.Tensor)]
+        operands = baselines.gemm_operands(
+            [
+                (str(leaf.dtype), tuple(leaf.shape)) if isinstance(leaf, torch.Tensor) else None
+                for leaf in leaves
+            ],
+            tuple(outputs[0].shape) if len(outputs) == 1 else None,
+        )
+        return ReferenceFacts(
+            dict(recorded.ops), slots, recorded.dtypes, tuple(sorted(floating)), operands
+        )
 
     # -- the signal check (harness/problems/signalcheck.py) ----------------------------------------
 

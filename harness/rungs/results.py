@@ -125,6 +125,7 @@ class Timings:
             "candidate",
             "reference",
             "reference_compiled",
+            "reference_library",
             "library",
             "speedup",
             "speedup_vs_compiled",

@@ -280,11 +280,16 @@ class Workers:
     # -- auxiliary workers -------------------------------------------------------------
 
     def aux(
-        self, role: str, env: dict[str, str] | None = None
+        self,
+        role: str,
+        env: dict[str, str] | None = None,
+        library_operands: tuple[int, int] | None = None,
     ) -> tuple[WorkerSession, dict[str, Any]]:
         """An auxiliary worker, loaded: ``bench``/``dump``/``aot`` (the candidate),
-        ``reference`` (harness-only, the reference as entry point); ``env`` overrides the
-        worker's environment. Raises ``WorkerGone``."""
+        ``reference`` (harness-only, the reference as entry point; ``reference_compiled``
+        its ``torch.compile``; ``reference_library`` ``torch.matmul`` of the input leaves
+        ``library_operands``); ``env`` overrides the worker's environment. Raises
+        ``WorkerGone``."""
         if role in self._aux:
             return self._aux[role], self._aux_replies[role]
         session = self._ahead.pop(role, None) if env is None else None
@@ -299,6 +304,8 @@ class Workers:
         header = self.load_header(subject=subject, with_problem=True)
         if subject == "reference":
             header["compile_reference"] = role == "reference_compiled"
+            if role == "reference_library" and library_operands is not None:
+                header["library_operands"] = list(library_operands)
         reply = session.request(header, [], self.compile_timeout_s, 1 << 24)
         self._aux_replies[role] = reply.header
         if subject == "candidate":

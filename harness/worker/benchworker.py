@@ -93,6 +93,14 @@ def _reference_call(worker: WorkerState, shape: dict[str, Any]) -> Any:
     fn = reference
     if worker.compile_reference:
         fn = torch.compile(reference)
+    operands = worker.library_operands
+    if operands is not None:  # the library's GEMM at the inputs' precision (baselines.py)
+
+        def library(inputs: Any) -> Any:
+            flat = leaves(inputs)
+            return torch.matmul(flat[operands[0]], flat[operands[1]])
+
+        fn = library
 
     def call(inputs: Any) -> Any:
         with reference_precision(), torch.no_grad():

@@ -116,6 +116,7 @@ class Worker:
         self.subject = "candidate"
         self.problem: Any = None
         self.compile_reference = False
+        self.library_operands: tuple[int, int] | None = None
         self.bench: timing.Bench | None = None
         self.kept: dict[int, Any] = {}
         self.bench_findings: set[str] = set()
@@ -177,6 +178,7 @@ class Worker:
             torch.cuda.set_device(0)
         self.subject = str(req.get("subject", "candidate"))
         self.compile_reference = bool(req.get("compile_reference"))
+        self.library_operands = _operands(req.get("library_operands"))
         problem_error = self.load_problem(req.get("problem"))
         if self.subject != "candidate" or problem_error:
             return {
@@ -758,4 +760,11 @@ def _driver_version() -> str | None:
                 return token
     except OSError:
         pass
+    return None
+
+
+def _operands(value: Any) -> tuple[int, int] | None:
+    """A load request's ``library_operands``: two leaf indices, or None."""
+    if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+        return (value[0], value[1])
     return None

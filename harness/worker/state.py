@@ -27,6 +27,7 @@ class WorkerState(Protocol):
     entry: Any
     entry_kind: str
     compile_reference: bool
+    library_operands: tuple[int, int] | None  # time torch.matmul of these input leaves
     guard: Any
     recorder: OpRecorder | None
     forbidden_aten: set[str]

@@ -718,6 +718,42 @@ def test_benchmark_and_roofline_rungs_end_to_end_on_a_simulated_gpu(
     assert ceilings.load_cached(ceilings.cache_key(measured["identity"])) is not None  # cached
 
 
+def test_the_library_gemm_is_timed_as_a_third_subject_on_a_simulated_gpu(
+    fake_gpu: FakeGPU, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GEMM whose reference is not the library's path (it upcasts) gets torch.matmul of
+    its operands timed in a harness-only worker of its own (``reference_library``, loaded
+    with the operands), frozen-candidate protocol and all: the speedup over it is the
+    verdict's ``speedup_vs_library`` and its time the SOL's library baseline."""
+    from harness.perf import baselines
+    from harness.rungs.benchmark import BenchmarkRung
+    from harness.rungs.ladder import summarize
+    from harness.rungs.results import Earlier
+    from harness.rungs.workers import Workers
+
+    ctx, _ = simulated_bench(fake_gpu, monkeypatch, n=1 << 16)
+    own = baselines.LibraryBaseline("gemm", "cuBLAS/cuBLASLt", "library", "upcasts", (0, 1))
+    monkeypatch.setattr(baselines, "library_baseline", lambda *a, **k: own)
+    opened: list[tuple[str, Any]] = []
+    real_aux = Workers.aux
+
+    def aux(self: Workers, role: str, env: Any = None, library_operands: Any = None) -> Any:
+        opened.append((role, library_operands))
+        return real_aux(self, role, env, library_operands)
+
+    monkeypatch.setattr(Workers, "aux", aux)
+    bench = BenchmarkRung().run(ctx, Earlier())
+    assert bench.ok, bench.reason
+    assert ("reference_library", (0, 1)) in opened
+    record = bench.output.shapes[0].record
+    assert record["reference_library"]["median_ms"] == pytest.approx(0.2)
+    assert record["speedup_vs_library"] == pytest.approx(2.0)
+    assert record["library"]["median_ms"] == pytest.approx(0.2)
+    assert record["library"]["operands"] == [0, 1]
+    summary = summarize(Earlier(bench.output))
+    assert summary is not None and summary.speedup_vs_library == pytest.approx(2.0)
+
+
 def test_ncu_log_recorded_on_an_h200_parses() -> None:
     """Regression: the log ``bench/gpu/gpu_validate.sh`` recorded (2026-11-30, H200, ncu
     2025.3.1) -- a clock warning first, NVTX columns, thousands separators."""

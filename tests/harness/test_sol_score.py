@@ -157,3 +157,86 @@ def test_a_reference_that_runs_the_library_in_another_precision_is_not_the_basel
     assert native.subject == "reference"
     # nothing known of the dtypes: as before
     assert library_baseline("gemm", ["aten::mm"], "cuda").subject == "reference"
+
+
+def test_gemm_operands_are_the_pair_whose_product_has_the_output_shape() -> None:
+    bf16, f32 = "torch.bfloat16", "torch.float32"
+    a, b = (bf16, (32, 64)), (bf16, (64, 48))
+    assert baselines.gemm_operands([a, b], (32, 48)) == (0, 1)
+    assert baselines.gemm_operands([b, None, a], (32, 48)) == (2, 0)  # order from shapes
+    # a square GEMM: A @ B and B @ A cost the same, the first pair is taken
+    sq = (bf16, (128, 128))
+    assert baselines.gemm_operands([sq, sq], (128, 128)) == (0, 1)
+    # batched, with broadcasting
+    assert baselines.gemm_operands([(bf16, (4, 8, 16)), (bf16, (16, 2))], (4, 8, 2)) == (0, 1)
+    # nothing fits, mixed dtypes, integers, an unknown output, or two different products
+    assert baselines.gemm_operands([a, b], (32, 64)) is None
+    assert baselines.gemm_operands([a, (f32, (64, 48))], (32, 48)) is None
+    assert baselines.gemm_operands([("torch.int8", (32, 64)), ("torch.int8", (64, 48))],
+                                   (32, 48)) is None  # fmt: skip
+    assert baselines.gemm_operands([a, b], None) is None
+    c = (bf16, (32, 32))
+    assert baselines.gemm_operands([c, (bf16, (32, 48)), (bf16, (32, 48))], (32, 48)) == (0, 1)
+    wide = [(bf16, (32, 8)), (bf16, (8, 48)), (bf16, (32, 16)), (bf16, (16, 48))]
+    assert baselines.gemm_operands(wide, (32, 48)) is None
+
+
+def test_a_gemm_whose_reference_upcasts_is_timed_as_matmul_at_the_inputs_precision() -> None:
+    """The bf16 GEMM example: its reference runs float32 cuBLAS, so the library baseline is
+    torch.matmul of its two bf16 inputs (cuBLASLt's bf16 GEMM), found from the reference's
+    real run; the worker's call is that product."""
+    from pathlib import Path
+    from types import SimpleNamespace
+    from typing import Any
+
+    import torch
+
+    from harness.problems.candidate import load_candidate
+    from harness.problems.problem import load_problem
+    from harness.rungs.context import LadderContext
+    from harness.runner import RunOptions
+    from harness.worker.benchworker import _reference_call
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "matmul_bf16"
+    problem = load_problem(example)
+    cand = load_candidate(example / "solution_triton.py", problem)
+    shape = {"m": 32, "k": 64, "n": 48}
+    options = RunOptions(device="cpu", shapes=[shape], trials=1, record=False)
+
+    def no_worker(**_: Any) -> Any:
+        raise AssertionError("the reference runs in this process")
+
+    ctx = LadderContext(problem, cand, options, "cpu", no_worker)
+    ctx.learn_reference()
+    operands = ctx.inputs.study().gemm_operands
+    assert operands == (0, 1)
+    rules = ctx.library
+    own = library_baseline(
+        "gemm", rules.reference_ops, "cuda", dict(rules.reference_dtypes),
+        rules.input_dtypes, operands,
+    )  # fmt: skip
+    assert own.subject == "library" and own.operands == (0, 1)
+    assert "in float32, its inputs are bfloat16" in own.reason
+    assert "torch.matmul of input leaves 0 and 1" in own.reason
+    # without the operands: no baseline, as before
+    assert library_baseline("gemm", rules.reference_ops, "cuda", dict(rules.reference_dtypes),
+                            rules.input_dtypes).subject is None  # fmt: skip
+    # a reference that is the library's path stays the baseline, operands or not
+    assert library_baseline("gemm", ["aten::mm"], "cuda", None, (), (0, 1)).subject == "reference"
+
+    worker = SimpleNamespace(problem=problem, compile_reference=False, library_operands=(0, 1))
+    data = problem.generate_input(7, shape, "cpu")
+    got = _reference_call(worker, shape)(data)  # type: ignore[arg-type]
+    a, b = data[0], data[1]
+    assert got.dtype == torch.bfloat16 and torch.equal(got, torch.matmul(a, b))
+
+    record: dict[str, object] = {
+        "reference": {"median_ms": 21.8},
+        "reference_library": {"median_ms": 2.4},
+        "speedup": 9.7,
+    }
+    _library_entry(record, own)
+    assert record["library"] == {
+        "kind": "gemm", "path": "cuBLAS/cuBLASLt", "why": own.reason, "median_ms": 2.4,
+        "operands": [0, 1],
+    }  # fmt: skip
