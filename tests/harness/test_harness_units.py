@@ -80,6 +80,36 @@ def test_channel_tensors_share_the_payload_they_were_read_into() -> None:
     assert torch.equal(shared[1:], x[1:])
 
 
+def test_a_large_frame_arrives_whole_in_unzeroed_memory_its_tensors_share() -> None:
+    """A payload of at least ``UNZEROED_BYTES`` is read into a ``torch.empty`` buffer (no
+    zero-filling pass): it arrives whole through a real pipe, across several reads, and the
+    decoded tensor is a view of that buffer."""
+    big = torch.randn((channel.UNZEROED_BYTES * 3) // 4 + 5)
+    read_fd, write_fd = channel.pipe()
+    unused_r, unused_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the sender: a worker's blocking end
+        os.close(read_fd)
+        channel.BlockingEnd(unused_r, write_fd).send({"n": 1}, [big])
+        os._exit(0)
+    os.close(write_fd)
+    end = channel.ParentEnd(unused_w, read_fd)
+    try:
+        import time
+
+        frame = end.recv(time.monotonic() + 60, lambda: None, 1 << 30)
+    finally:
+        os.waitpid(pid, 0)
+        end.close()
+        os.close(unused_r)
+    (got,) = frame.tensors
+    assert frame.header["n"] == 1 and torch.equal(got, big)
+    assert got.untyped_storage().nbytes() >= channel.UNZEROED_BYTES  # the payload's buffer
+    view = channel.receive_buffer(channel.UNZEROED_BYTES)
+    assert not view.readonly and view.nbytes == channel.UNZEROED_BYTES
+    assert isinstance(channel.receive_buffer(10).obj, bytearray)  # small parts: as before
+
+
 def _in_flight(write_fd: int) -> int:
     """How many bytes a pipe takes with nobody reading (a non-blocking writer's count)."""
     os.set_blocking(write_fd, False)
