@@ -16,7 +16,8 @@
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer (KB_PROBLEMS picks:
 #             "23_Softmax:softmax 39_L2Norm_:l2norm", file stem and candidate name; KB_CANDS
-#             picks "zero honest" or either)
+#             picks "zero honest" or either; KB_PROFILE=1 runs the honest check under py-spy,
+#             every process, stacks in the tarball: carry .pyspy with the wheel)
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
 #   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
@@ -130,8 +131,18 @@ if has kb; then
       CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
         --device cuda --shapes bench;; esac
     case " ${KB_CANDS:-zero honest} " in *" honest "*)
-      CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
-        --device cuda --shapes bench;; esac
+      if [ -n "${KB_PROFILE:-}" ] && ls .pyspy/*.whl > /dev/null 2>&1; then
+        # where an upstream-sized check's time goes: every process's stacks, idle ones too
+        python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .pyspy/*.whl > /dev/null 2>&1
+        timeout -k 5 "${KB_S:-200}" /tmp/pyspy/bin/py-spy record --idle --subprocesses --nonblocking \
+          -r 20 --format raw -o "$W/kb-$f-honest.stacks.txt" -- python3 -m harness check --no-server \
+          --no-record --progress ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" --device cuda \
+          --shapes bench > "$W/kb-$f-honest.log" 2>&1
+        echo "exit $?" >> "$W/kb-$f-honest.log"; grep -E "^\[|verdict|exit" "$W/kb-$f-honest.log" | cut -c1-400
+      else
+        CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
+          --device cuda --shapes bench
+      fi;; esac
     kill $sampler 2>/dev/null
     stamp "$f done; most memory in use on the card: $(sort -n "$W/kb-$f-mem.txt" | tail -1) MiB"
   done
