@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -215,9 +215,6 @@ class LibraryRules:
     allow_all: bool = False
     min_share: float = DEFAULT_MIN_SHARE
     reference_ops: tuple[str, ...] = ()  # compute ops the reference ran (set by ``record``)
-    # the dtypes each of those ops was given ("torch.float32", ...), and the inputs' own
-    reference_dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    input_dtypes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, problem: Problem, options: RunOptions, candidate: Candidate) -> LibraryRules:
@@ -245,14 +242,8 @@ class LibraryRules:
         """False for a plain PyTorch candidate that was asked for: library ops are its work."""
         return not (self.plain_torch and self.torch_asked)
 
-    def with_reference(
-        self,
-        ops: Iterable[str],
-        dtypes: Mapping[str, Iterable[str]] | None = None,
-        input_dtypes: Iterable[str] = (),
-    ) -> LibraryRules:
+    def with_reference(self, ops: Iterable[str]) -> LibraryRules:
         compute = sorted({op for op in ops if is_compute(op)})
-        given = tuple((op, tuple(sorted(set((dtypes or {}).get(op, ()))))) for op in compute)
         return LibraryRules(
             self.plain_torch,
             self.torch_asked,
@@ -260,8 +251,6 @@ class LibraryRules:
             self.allow_all,
             self.min_share,
             tuple(compute),
-            given,
-            tuple(sorted(set(input_dtypes))),
         )
 
     def forbidden_reference_ops(self) -> list[str]:

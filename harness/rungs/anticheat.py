@@ -3,7 +3,8 @@
 A burst of back-to-back calls on the same inputs (the shape of a timing loop) must give
 the reference every time — a candidate that behaves differently after the first calls
 or in "benchmark mode" fails here. Where the outputs are large the burst is shorter
-(``BURST_BYTES``; never below two calls) and the rung's note says how many calls it made. Then one call measures the library share (on a GPU at
+(``BURST_BYTES``; never below two calls) and the rung's note says how many calls it made.
+Then one call measures the library share (on a GPU at
 the largest benchmark shape that is not huge, ``Inputs.share_shape``; else the largest
 checked shape) (``harness/problems/library_share.py``: on a GPU the device time in the
 candidate's own kernels against library kernels, on a CPU the share of the data that

@@ -106,13 +106,14 @@ class BenchmarkRung:
         # attention-like reference (by the compute ops it ran in the pre-checks) gets its
         # library path and torch.compile of it timed, for the verdict's SOL score
         ops = ctx.library.reference_ops
+        facts = ctx.inputs.study()  # the reference's run in the pre-checks (cached)
         library = baselines.library_baseline(
             baselines.problem_kind(ops),
             ops,
             ctx.device,
-            dict(ctx.library.reference_dtypes),
-            ctx.library.input_dtypes,
-            ctx.inputs.study().gemm_operands,
+            facts.dtypes,
+            facts.input_dtypes,
+            facts.gemm_operands,
         )
         # opened when first timed: a cached reference timing needs no worker of its own
         reference = _LazySession(ctx, "reference", notes) if ctx.options.bench_reference else None

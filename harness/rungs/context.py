@@ -149,7 +149,7 @@ class LadderContext:
         ops (unless allowed, or a plain PyTorch candidate was asked for), and the data's
         output tensors become known."""
         facts = self.inputs.study()
-        self.library = self.library.with_reference(facts.ops, facts.dtypes, facts.input_dtypes)
+        self.library = self.library.with_reference(facts.ops)
         self.policy.add_recorded(self.library.forbidden_reference_ops(), self.library.allowed)
 
     def close(self) -> None:

@@ -65,13 +65,17 @@ class Fingerprint:
         device = words.device
         plain = torch.zeros((), dtype=torch.int64, device=device)
         placed = torch.zeros((), dtype=torch.int64, device=device)
+        # places 1.. of one chunk, made once: word start + i weighs start + 1 + i, so a
+        # chunk's weighted sum is its own (places 1..) plus start times its plain sum
+        # (all mod 2^64)
+        place = torch.arange(1, min(words.numel(), FINGERPRINT_WORDS) + 1, dtype=torch.int64,
+                             device=device)  # fmt: skip
         for start in range(0, words.numel(), FINGERPRINT_WORDS):
             mixed = (words[start : start + FINGERPRINT_WORDS].to(torch.int64) ^ _KEY) * _MIX1
             mixed = (mixed ^ (mixed >> 31)) * _MIX2
-            plain += mixed.sum()
-            place = torch.arange(start + 1, start + 1 + mixed.numel(), dtype=torch.int64,
-                                 device=device)  # fmt: skip
-            placed += (mixed * place).sum()
+            total = mixed.sum()
+            plain += total
+            placed += (mixed * place[: mixed.numel()]).sum() + total * start
         return int(plain), int(placed)
 
     def matches(self, t: torch.Tensor) -> bool:

@@ -139,12 +139,12 @@ def test_a_reference_that_runs_the_library_in_another_precision_is_not_the_basel
 
     ctx = LadderContext(problem, cand, options, "cpu", no_worker)
     ctx.learn_reference()
-    rules = ctx.library
-    assert rules.input_dtypes == ("torch.bfloat16",)
-    given = dict(rules.reference_dtypes)
+    facts = ctx.inputs.study()
+    assert facts.input_dtypes == ("torch.bfloat16",)
+    given = facts.dtypes
     assert "torch.float32" in given["aten::mm"]
-    ops = rules.reference_ops
-    upcast = library_baseline("gemm", ops, "cuda", given, rules.input_dtypes)
+    ops = ctx.library.reference_ops
+    upcast = library_baseline("gemm", ops, "cuda", given, facts.input_dtypes)
     assert upcast.subject is None
     assert "in float32, its inputs are bfloat16" in upcast.reason
     record: dict[str, object] = {"reference": {"median_ms": 21.8}, "speedup": 9.7}
@@ -208,19 +208,16 @@ def test_a_gemm_whose_reference_upcasts_is_timed_as_matmul_at_the_inputs_precisi
 
     ctx = LadderContext(problem, cand, options, "cpu", no_worker)
     ctx.learn_reference()
-    operands = ctx.inputs.study().gemm_operands
+    facts = ctx.inputs.study()
+    operands = facts.gemm_operands
     assert operands == (0, 1)
-    rules = ctx.library
-    own = library_baseline(
-        "gemm", rules.reference_ops, "cuda", dict(rules.reference_dtypes),
-        rules.input_dtypes, operands,
-    )  # fmt: skip
+    ops = ctx.library.reference_ops
+    own = library_baseline("gemm", ops, "cuda", facts.dtypes, facts.input_dtypes, operands)
     assert own.subject == "library" and own.operands == (0, 1)
     assert "in float32, its inputs are bfloat16" in own.reason
     assert "torch.matmul of input leaves 0 and 1" in own.reason
     # without the operands: no baseline, as before
-    assert library_baseline("gemm", rules.reference_ops, "cuda", dict(rules.reference_dtypes),
-                            rules.input_dtypes).subject is None  # fmt: skip
+    assert library_baseline("gemm", ops, "cuda", facts.dtypes, facts.input_dtypes).subject is None
     # a reference that is the library's path stays the baseline, operands or not
     assert library_baseline("gemm", ["aten::mm"], "cuda", None, (), (0, 1)).subject == "reference"
 
