@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from ..errors import ProblemError
+from ..metrics import CHUNK_ELEMENTS
 from ..options import RunOptions
 from ..perf import baselines
 from ..problems.calibrate import Calibrator
@@ -609,8 +610,7 @@ class Inputs:
                 step = max(
                     self.problem.tolerance_for(leaf.dtype).rtol, 4 * torch.finfo(leaf.dtype).eps
                 )
-                signs = torch.randint(0, 2, leaf.shape, generator=rng).to(leaf.device) * 2 - 1
-                leaf.mul_(1 + step * signs.to(leaf.dtype))
+                _move_by_signs(leaf, step, rng)
         with reference_precision(), torch.no_grad():
             return self.problem.ref_output(moved, shape)
 
@@ -670,3 +670,20 @@ class Inputs:
 def _first_dtype(reference: Any) -> torch.dtype:
     leaves = [t for t in flatten(reference) if isinstance(t, torch.Tensor)]
     return leaves[0].dtype if leaves else torch.float32
+
+
+def _move_by_signs(leaf: torch.Tensor, step: float, rng: torch.Generator) -> None:
+    """``leaf *= 1 ± step``, a random sign per element, in place, ``CHUNK_ELEMENTS`` at a
+    time: signs as bytes drawn on the CPU, one chunk on the leaf's device at once (an
+    upstream-sized input's int64 signs were twice its float32 size, on the GPU too)."""
+    flat = leaf.view(-1) if leaf.is_contiguous() else None
+    if flat is None:  # a strided leaf: its own contiguous copy, moved, written back
+        moved = leaf.contiguous()
+        _move_by_signs(moved, step, rng)
+        leaf.copy_(moved)
+        return
+    for start in range(0, flat.numel(), CHUNK_ELEMENTS):
+        part = flat[start : start + CHUNK_ELEMENTS]
+        signs = torch.randint(0, 2, (part.numel(),), generator=rng, dtype=torch.int8)
+        factor = signs.to(leaf.device, leaf.dtype).mul_(2).sub_(1).mul_(step).add_(1)
+        part.mul_(factor)

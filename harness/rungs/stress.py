@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..metrics import one_thread_if_small
+from ..metrics import CHUNK_ELEMENTS, one_thread_if_small
 from ..problems.library import op_stem
 from ..problems.problemspec import STRESS_CLASSES
 from .inputs import TrialInputs, flatten
@@ -142,10 +142,29 @@ def mixed_slack(inputs: Inputs, made: TrialInputs, reference: Any) -> list[torch
         for i, (a, b) in enumerate(zip(outs, moved, strict=False)):
             if not a.is_floating_point() or a.shape != b.shape:
                 continue
-            step = 2 * (b.to(torch.float64) - a.to(torch.float64)).abs()
-            prev = out[i]
-            out[i] = step if prev is None else torch.maximum(prev, step)
+            kept = out[i]
+            if kept is None:
+                # float32 unless the output is wider: an upstream-sized output's float64
+                # slack (and its float64 temporaries) outgrew an 80 GB card
+                wide = torch.float64 if a.element_size() > 4 else torch.float32
+                kept = out[i] = torch.zeros(a.shape, dtype=wide, device=a.device)
+            _widen_slack(kept, a, b)
+        del again, moved
     return out
+
+
+def _widen_slack(slack: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``slack = max(slack, 2 |b - a|)`` in place, the difference taken in float64
+    ``CHUNK_ELEMENTS`` at a time and rounded up (never down) into ``slack``'s dtype."""
+    flat_s, flat_a, flat_b = slack.view(-1), a.detach().reshape(-1), b.detach().reshape(-1)
+    for start in range(0, flat_s.numel(), CHUNK_ELEMENTS):
+        part = slice(start, start + CHUNK_ELEMENTS)
+        step = (flat_b[part].to(torch.float64) - flat_a[part].to(torch.float64)).abs_().mul_(2)
+        kept = step.to(slack.dtype)
+        if slack.dtype != torch.float64:  # rounded to nearest may sit below: one step up
+            low = kept.to(torch.float64) < step
+            kept = torch.where(low, torch.nextafter(kept, torch.full_like(kept, math.inf)), kept)
+        torch.maximum(flat_s[part], kept, out=flat_s[part])
 
 
 def stress_ratio(inputs: Inputs, made: TrialInputs, reference: Any) -> float:
@@ -199,14 +218,18 @@ def _magnitude_ratio(after: Any, before: Any) -> float:
 
     def rms(value: Any) -> float:
         parts = [
-            t.detach().to("cpu", torch.float64)
+            t.detach().reshape(-1)
             for t in flatten(value)
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()
         ]
+        total, count = 0.0, 0
         with one_thread_if_small(sum(p.numel() for p in parts)):
-            finite = [p[torch.isfinite(p)] for p in parts]
-            total = sum(float((p * p).sum()) for p in finite)
-        count = sum(p.numel() for p in finite)
+            for p in parts:  # float64 where the output lives, a chunk at a time
+                for start in range(0, p.numel(), CHUNK_ELEMENTS):
+                    chunk = p[start : start + CHUNK_ELEMENTS].to(torch.float64)
+                    finite = chunk[torch.isfinite(chunk)]
+                    total += float((finite * finite).sum())
+                    count += finite.numel()
         return math.sqrt(total / count) if count else 0.0
 
     a, b = rms(after), rms(before)

@@ -562,3 +562,67 @@ def test_the_run_rung_compares_where_the_reference_lives(monkeypatch: pytest.Mon
     )
     assert verdict.ok, verdict.feedback()
     assert seen and all(n > 0 for n in seen)
+
+
+def test_perturbed_inputs_move_each_element_by_the_step_a_chunk_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every float input element moves by exactly ``1 ± step`` (both signs drawn), past
+    the chunk size too, and the pristine inputs stay as they were."""
+    import harness.rungs.inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "CHUNK_ELEMENTS", 1000)
+    problem = load_problem(REPO / "examples" / "softmax")
+    inputs = Inputs(problem, RunOptions(device="cpu", secret=3), "cpu")
+    made = inputs.make(0, 0, shape={"m": 7, "n": 1001})
+    before = made.pristine[0].clone()
+    seen: list[torch.Tensor] = []
+    monkeypatch.setattr(problem, "ref_output", lambda moved, shape: seen.append(moved[0]) or 0)
+    inputs.perturbed_reference(made.pristine, made.shape, 11)
+    assert torch.equal(made.pristine[0], before)
+    step = max(problem.tolerance_for(torch.float32).rtol, 4 * torch.finfo(torch.float32).eps)
+    ratio = (seen[0].double() / before.double()).reshape(-1)
+    ups = torch.isclose(ratio, torch.tensor(1 + step, dtype=torch.float64), rtol=1e-6)
+    downs = torch.isclose(ratio, torch.tensor(1 - step, dtype=torch.float64), rtol=1e-6)
+    assert bool((ups | downs).all())
+    assert 0.4 < float(ups.double().mean()) < 0.6
+    # the chunks draw different signs, not one chunk's pattern over and over
+    assert not torch.equal(ups[:1000], ups[1000:2000])
+
+
+_SLACK_MEMORY = r"""
+import resource, sys, torch
+from pathlib import Path
+from harness.options import RunOptions
+from harness.problems.problem import load_problem
+from harness.rungs.inputs import Inputs
+from harness.rungs.stress import mixed_slack
+torch.set_num_threads(1)
+m, n = 64, 1 << 19  # 32 M float32 elements, 128 MiB a tensor
+inputs = Inputs(load_problem(Path(sys.argv[1])), RunOptions(device="cpu", secret=5), "cpu")
+made = inputs.make(0, 0, shape={"m": m, "n": n}, kind="mixed")
+reference = inputs.reference(made)
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+before = peak()
+[slack] = mixed_slack(inputs, made, reference)
+assert slack.shape == reference.shape and slack.dtype == torch.float32
+print((peak() - before) / reference.nbytes)
+"""
+
+
+def test_the_mixed_slack_needs_a_few_outputs_of_memory_not_float64_copies(
+    tmp_path: Path,
+) -> None:
+    """At an upstream size the slack and its float64 temporaries outgrew an 80 GB card:
+    the perturbed inputs' copy, the reference on them and a float32 slack are what is
+    held, the float64 differences and the signs go a chunk at a time."""
+    script = tmp_path / "slack_memory.py"
+    script.write_text(_SLACK_MEMORY)
+    out = subprocess.run(
+        [sys.executable, str(script), str(REPO / "examples" / "softmax")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    grown = float(out.stdout.split()[-1])
+    assert grown < 5.0, f"mixed_slack's peak grew by {grown:.1f} outputs"
