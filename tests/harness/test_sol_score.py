@@ -21,6 +21,7 @@ def test_sol_is_the_share_of_the_baseline_to_roofline_gap_closed() -> None:
     assert "closes 50% of the gap" in half.reason
     assert sol_score(1.0, {"library": 2.0}, 1.0).score == pytest.approx(1.0)  # at the roofline
     assert sol_score(2.0, {"library": 2.0}, 1.0).score == pytest.approx(0.0)  # at the baseline
+    assert sol_score(1.0, {"library": 1.12}, 1.0).score == pytest.approx(1.0)  # a gap of 11 %
     slower = sol_score(3.0, {"library": 2.0}, 1.0)
     assert slower.score == pytest.approx(-1.0) and "slower than the library" in slower.reason
 
@@ -35,6 +36,9 @@ def test_sol_takes_the_better_baseline() -> None:
     [
         (1.5, {"library": 0.9}, 1.0, "already meets the roofline"),
         (1.5, {"library": 1.0}, 1.0, "already meets the roofline"),
+        # the H100's 8192^3 bf16 GEMM: cuBLASLt 1.396 ms against a 1.381 ms roofline
+        (1.975, {"library": 1.396, "compiled": 21.69}, 1.381, "within 1.1% of the roofline"),
+        (1.5, {"library": 1.09}, 1.0, "speedup_vs_library is the number"),
         (1.5, {"library": None, "compiled": float("nan")}, 1.0, "no baseline was timed"),
         (None, {"library": 2.0}, 1.0, "candidate was not timed"),
         (1.5, {"library": 2.0}, None, "no roofline time"),
