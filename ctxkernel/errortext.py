@@ -255,6 +255,42 @@ def maybe_bare(text: str) -> str | None:
     return line
 
 
+MAX_BARE_LINES = 4  # lines of a question read as bare messages
+
+
+def bare_candidates(text: str) -> list[str]:
+    """The texts that may be a bare message (``maybe_bare``): the whole text when it is
+    one line, else each line of it that may be one (a message pasted on a line of its own
+    between the user's sentences: ``... fails with`` / the message / ``why?``), at most
+    ``MAX_BARE_LINES`` of them. The caller asks as much of each as of one bare text."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        one = maybe_bare(text)
+        return [one] if one else []
+    found = [got for line in lines if (got := maybe_bare(line))]
+    return found[:MAX_BARE_LINES]
+
+
+# a name spelled the way code spells it: ``shape_div``, ``cute::make_layout``, ``tl.dot_scaled``
+_CODE_NAME = re.compile(r"(?<![\w.:])(?:[A-Za-z_]\w*(?:::|\.))*([A-Za-z_]\w*)(?!\w)")
+
+
+def code_names(message: str) -> list[str]:
+    """The names of code a message spells (``Static shape_div failure`` -> ``shape_div``):
+    snake_case names, the last part of a dotted or qualified one (where the definition
+    lives under its own name). Plain words (``size``, ``tensor``: one of them names too
+    many things) and values (``sm_120``, ``fp8_e4m3``) are left out."""
+    names: list[str] = []
+    for m in _CODE_NAME.finditer(message):
+        name = m.group(1)
+        parts = [p for p in name.split("_") if p]
+        if len(parts) < 2 or any(p.isdigit() or re.search(r"\d", p) for p in parts):
+            continue
+        if len(name) >= 5 and name not in names:
+            names.append(name)
+    return names
+
+
 def own_words(text: str) -> str:
     """The user's own words around a pasted error: the lines that are neither the error
     (its message, frames, carets, notes, trailers) nor code echoed under a frame (an

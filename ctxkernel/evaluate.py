@@ -223,7 +223,7 @@ class Config:
 
 # modules whose upper-case constants shape the ranking besides ``search``'s own; a
 # configuration names them qualified (``lexical.FILE_BY_BODY``)
-RANKING_MODULES = ("lexical", "pathrank", "querytext", "errortext", "hubs")
+RANKING_MODULES = ("lexical", "pathrank", "querytext", "errortext", "hubs", "hitlist", "raises")
 
 
 def settable(searcher: Any) -> dict[str, tuple[Any, str]]:

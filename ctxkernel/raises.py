@@ -12,6 +12,7 @@ when it merely holds the words.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -34,6 +35,16 @@ KEYS = 6  # message words whose lines are read for sites
 # first sentence of a longer message
 PRECISION_FLOOR = 0.4
 MIN_SHARE = 0.35  # of the message's words a site's literals must account for
+# a site's literal words after the last one the message matches count this much against
+# it: the message was cut off, or the user pasted its first sentence
+TAIL_WEIGHT = 0.25
+TAIL_MIN_RECALL = 0.8  # ... only for a message the site spells this much of
+# message words in a WILD's place count this much against a site (a runtime value: a
+# shape, a dtype, a repr of many words); a little above none, so that of two sites a
+# message fits, the one that spells more of it leads
+FILLED_WEIGHT = 0.9
+HELD_SHARE = 0.35  # of the message's plain words a chunk's text must hold to be read for sites
+MAX_ALIGN_CELLS = 20_000  # literal x message words aligned to find the filled ones
 
 
 @dataclass(frozen=True)
@@ -155,20 +166,111 @@ def message_words(message: str) -> list[str]:
 
 def site_share(pattern: tuple[str, ...], words: list[str]) -> float:
     """How much of the message ``words`` the site's literal words account for, in order:
-    the longest in-order match of the literal words (WILD absorbs any run of message
-    words), as a share of the message, discounted by the literal words left unmatched."""
+    the longest in-order match of the literal words, as a share of the message words a
+    format field did not fill (a run of words in a WILD's place is a runtime value: a
+    shape, a dtype, a repr), discounted by the literal words left unmatched (those after
+    the last matched one only partly where the site spells nearly all of the message: it
+    was pasted cut off, or its first sentence)."""
     literal = [p for p in pattern if p != WILD]
     if not literal or not words:
         return 0.0
     n, m = len(literal), len(words)
-    common = lcs_length(literal, words)
+    common, last = _lcs_end(literal, words)
+    if not common:
+        return 0.0
     recall = common / m
-    precision = common / n
     wild = WILD in pattern
-    # values the site leaves to wildcards account for message words it does not spell
-    if wild and precision == 1.0:
-        recall = max(recall, min(1.0, common / max(1, m - _value_words(words))))
-    return recall * (PRECISION_FLOOR + (1 - PRECISION_FLOOR) * precision)
+    if wild:
+        # values the site leaves to wildcards account for message words it does not spell
+        filled = min(_filled(pattern, words), m - common)
+        recall = max(recall, common / max(1, m - FILLED_WEIGHT * filled))
+        if common == n:
+            recall = max(recall, min(1.0, common / max(1, m - _value_words(words))))
+    # a message the site spells nearly all of, ending before the site's words do, was
+    # cut off or is the first sentence of it (not so a message it spells a little of)
+    tail = n - 1 - last if recall >= TAIL_MIN_RECALL else 0
+    precision = common / (n - tail + TAIL_WEIGHT * tail)
+    return min(1.0, recall) * (PRECISION_FLOOR + (1 - PRECISION_FLOOR) * precision)
+
+
+def _lcs_end(a: list[str], b: list[str]) -> tuple[int, int]:
+    """(the longest common subsequence's length, the index in ``a`` of the last item it
+    needs: the shortest prefix of ``a`` with the whole length), bit-parallel like
+    ``lcs_length``."""
+    masks: dict[str, int] = {}
+    for j, w in enumerate(b):
+        masks[w] = masks.get(w, 0) | (1 << j)
+    full = (1 << len(b)) - 1
+    v = full
+    length, last = 0, -1
+    for i, x in enumerate(a):
+        mask = masks.get(x, 0)
+        if not mask:
+            continue
+        u = v & mask
+        v = ((v + u) | (v - u)) & full
+        now = len(b) - bin(v).count("1")
+        if now > length:
+            length, last = now, i
+    return length, last
+
+
+def _filled(pattern: tuple[str, ...], words: list[str]) -> int:
+    """The message words that stand where the site has a WILD, in a longest in-order
+    match of its literal words: the words between two neighbouring literal words, both
+    matched, with a WILD between them in the pattern, those before the first literal
+    word, matched, where the pattern opens with one, and those after the last matched
+    one where a WILD follows it (the pattern's end, or a message cut off in a value)."""
+    literal: list[str] = []
+    wild_before: list[bool] = []  # a WILD between the previous literal word and this one
+    pending = False
+    for p in pattern:
+        if p == WILD:
+            pending = True
+        else:
+            literal.append(p)
+            wild_before.append(pending)
+            pending = False
+    wild_at_end = pending
+    n, m = len(literal), len(words)
+    if n * m > MAX_ALIGN_CELLS:
+        return 0
+    # suffix table: best[i][j] = LCS of literal[i:] and words[j:]
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        row, below = best[i], best[i + 1]
+        x = literal[i]
+        for j in range(m - 1, -1, -1):
+            if x == words[j]:
+                row[j] = below[j + 1] + 1
+            else:
+                row[j] = below[j] if below[j] >= row[j + 1] else row[j + 1]
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    while i < n and j < m:
+        if literal[i] == words[j] and best[i][j] == best[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i += 1
+            j += 1
+        elif best[i + 1][j] >= best[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    if not pairs:
+        return 0
+    # only a WILD whose literal neighbours both matched (or that opens or closes the
+    # pattern next to a matched word) stands for the words between: one beside a literal
+    # word the message lacks would let any site absorb whatever it does not spell
+    filled = 0
+    (i0, j0), (il, jl) = pairs[0], pairs[-1]
+    if i0 == 0 and wild_before[0]:
+        filled += j0
+    if (il == n - 1 and wild_at_end) or (il < n - 1 and wild_before[il + 1]):
+        filled += m - 1 - jl  # a message cut off inside a value ends with part of it
+    for (a, ja), (b, jb) in itertools.pairwise(pairs):
+        if b == a + 1 and wild_before[b]:
+            filled += jb - ja - 1
+    return filled
 
 
 def lcs_length(a: list[str], b: list[str]) -> int:
@@ -219,10 +321,11 @@ def match(text: str, message: str | Message) -> tuple[float, int]:
     words, vocabulary, content = prepared.words, prepared.vocabulary, prepared.content
     if len(words) < 2:
         return 0.0, -1
-    # most pooled chunks share a few words with the message, not most of its text
+    # most pooled chunks share a few words with the message, not a good part of its text
+    # (a part only: runtime values of many words, a repr or a class name, are in no source)
     low = text.lower()
     plain = prepared.plain
-    if sum(1 for w in plain if w in low) < max(2, 0.5 * len(plain)):
+    if sum(1 for w in plain if w in low) < max(2, HELD_SHARE * len(plain)):
         return 0.0, -1
     best, where = 0.0, -1
     for site in sites(text, content, prepared.keys):

@@ -18,6 +18,7 @@ from .corpus import Chunk, Hit
 from .corpuscache import CorpusCache
 from .embedders.embed import Embedder, embedder_for_record, get_embedder
 from .errors import UserError
+from .hitlist import merge_adjacent, spread
 from .store import STORE_FORMAT, Store
 from .tokenize import identifiers, tokenize
 
@@ -177,11 +178,13 @@ class Searcher:
             own = errortext.own_words(query)
             if OWN_WORDS_MIN and len(own.split()) >= OWN_WORDS_MIN:
                 text = f"{own} {message}"
-        # a message pasted bare (no type, no location) is read for raise sites too, but
-        # only a site that accounts for most of it leads: plain phrases read like this
-        bare = None
+        # a message pasted bare (no type, no location), alone or on a line of its own
+        # among the user's sentences, is read for raise sites too, but only a site that
+        # accounts for most of it leads: plain phrases read like this
+        bares: list[str] = []
         if message is None and BARE_MIN_SHARE < 1.0 and not is_name_query(query):
-            bare = errortext.maybe_bare(query)
+            bares = errortext.bare_candidates(query)
+        said_texts = [message] if message else bares
         example = querytext.wants_example(query)
         whole_file = querytext.seeks_file(query)  # an example to start from, not a passage
         # a file asked for as a whole, by a question naming no code: the files the
@@ -192,7 +195,8 @@ class Searcher:
             and querytext.asks_how(query)
             and (not TEACH_PLAIN_ONLY or querytext.plain_words(query))
         )
-        pool: list[tuple[float, str, int]] = []  # body matches the raise sites are read from
+        # per message read, the body matches its raise sites are read from
+        pools: list[tuple[str, list[tuple[float, str, int]]]] = []
         # Each ranker gives one list over all the corpora, merged by its score (BM25,
         # cosine distance, definition order), so a corpus's place in it is earned: a
         # tiny corpus's weak best match no longer ranks with a big corpus's best one.
@@ -208,18 +212,22 @@ class Searcher:
                 )
                 for fieldname, scored in scored_fields.items():
                     by_field.setdefault(fieldname, []).extend((s, name, r) for r, s in scored)
-            if (message or bare) and mode == "hybrid":
+            for said_text in said_texts if mode == "hybrid" else []:
                 # the raise sites are read from the chunks whose text holds the message
-                said = tokenize(message or bare or "") if text != (message or bare) else tokens
+                said = tokenize(said_text) if text != said_text else tokens
                 said_idf = (
                     _shared_idf(caches, said, ("body",))
                     if len(caches) > 1 and said is not tokens
                     else shared
                 )
+                # a line of a question read as a bare message: its site, if it has one,
+                # holds all its words and is among its best body matches
+                size = RAISE_POOL if said_text is message or len(bares) < 2 else BARE_LINE_POOL
+                pool: list[tuple[float, str, int]] = []
                 for name, cache in caches.items():
                     weights = said_idf.get(name, {}).get("body")
-                    pool.extend(_body_pool(cache, said, RAISE_POOL, filters, weights))
-                pool = sorted(pool, key=lambda e: -e[0])[:RAISE_POOL]
+                    pool.extend(_body_pool(cache, said, size, filters, weights))
+                pools.append((said_text, sorted(pool, key=lambda e: -e[0])[:size]))
             for fieldname, entries in by_field.items():
                 weight = getattr(self.weights, fieldname)
                 if fieldname == "head" and not name_query:
@@ -280,19 +288,24 @@ class Searcher:
                     allowed = _allowed_rows(caches, filters)
                     by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
                     lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
-            if (message or bare) and pool and self.weights.raises:
+            raising: list[tuple[str, int]] = []
+            if pools and self.weights.raises:
                 t = time.perf_counter()
-                if message:
-                    raising = _raise_sites(caches, pool, message)
-                else:
-                    raising = _raise_sites(caches, pool, bare or "", BARE_MIN_SHARE)
+                min_share = 0.0 if message else BARE_MIN_SHARE
+                raising = _raise_sites(caches, pools, min_share)
                 if raising:
                     sharp.append((self.weights.raises, raising))
                 timings["raises_ms"] = (time.perf_counter() - t) * 1000
             # a message Python itself wrote has no raise site of its own (a site of another
             # type's message may share its words): the definitions of the class or function
             # it quotes rank as sharply as a raise site
-            said_names = errortext.python_names(message) if message and PYTHON_NAMES else []
+            said_names: list[str] = []
+            for said_text in said_texts if PYTHON_NAMES else []:
+                said_names.extend(errortext.python_names(said_text))
+            if message and not raising and MESSAGE_NAMES:
+                # no site raises the message (another version's wording, or a compiler's
+                # C++ the corpus leaves out): the code it names is where it was raised
+                said_names.extend(n for n in errortext.code_names(message) if n not in said_names)
             if said_names and self.weights.raises:
                 said_defs: list[tuple[tuple[Any, ...], str, int]] = []
                 for name, cache in caches.items():
@@ -407,6 +420,7 @@ EXAMPLE_BOOST = 1.3  # an example-seeking query's score for example and tutorial
 OWN_WORDS_MIN = 6  # of a user's words around a pasted error to search them with it (0: never)
 BARE_MIN_SHARE = 0.75  # of a bare message a raise site must account for (1.0: off)
 PYTHON_NAMES = 1  # a message Python itself wrote: the definitions of the names it quotes (0: off)
+MESSAGE_NAMES = 1  # a message no site raises: the definitions of the code names it spells (0: off)
 PYTHON_NAMES_DEPTH = 3  # ... at most this many of them, as sharp as a raise site
 SENTENCE_WEIGHT = 1.0  # each list of a long question's sentences (0: off)
 SENTENCE_BODY = 1.0  # ... times this for a sentence's body BM25 list
@@ -430,6 +444,7 @@ TEACH_DECAY = 0.8
 TEACH_DECAY_FREE = 3
 TEACH_DECAY_MIN_WORDS = 20  # of the question's words (short queries name what they want)
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
+BARE_LINE_POOL = 50  # ... of each line of a question read as a bare message
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table
 RANKER_DEPTH = 60  # candidates taken from each ranker before fusion
 RERANK_WINDOW = 30  # fused candidates re-scored (length prior, merging) before the cut at k
@@ -682,25 +697,28 @@ def _body_pool(
 
 def _raise_sites(
     caches: dict[str, CorpusCache],
-    pool: list[tuple[float, str, int]],
-    message: str,
+    pools: Sequence[tuple[str, list[tuple[float, str, int]]]],
     min_share: float = 0.0,
 ) -> list[tuple[str, int]]:
-    """(corpus, row) of the pooled chunks whose statement raises ``message``, best first."""
-    by_corpus: dict[str, list[int]] = {}
-    place: dict[tuple[str, int], int] = {}  # a site's place in the pool: ties go by it
-    for _, name, row in pool:
-        by_corpus.setdefault(name, []).append(row)
-        place.setdefault((name, row), len(place))
-    scored: list[tuple[float, int, str, int]] = []
-    prepared = raises.prepare(message)
-    for name, rows in by_corpus.items():
-        for row, text in caches[name].texts_by_rows(rows).items():
-            share, _ = raises.match(text, prepared)
-            if share > 0 and share >= min_share:
-                scored.append((-share, place[(name, row)], name, row))
-    scored.sort()
-    return [(name, row) for _, _, name, row in scored[:SYMBOL_DEPTH]]
+    """(corpus, row) of the pooled chunks whose statement raises a message, best first:
+    each ``(message, pool)`` read for its own message; a chunk found for several counts
+    its best share."""
+    best: dict[tuple[str, int], tuple[float, int]] = {}
+    for message, pool in pools:
+        by_corpus: dict[str, list[int]] = {}
+        place: dict[tuple[str, int], int] = {}  # a site's place in the pool: ties go by it
+        for _, name, row in pool:
+            by_corpus.setdefault(name, []).append(row)
+            place.setdefault((name, row), len(place))
+        prepared = raises.prepare(message)
+        for name, rows in by_corpus.items():
+            for row, text in caches[name].texts_by_rows(rows).items():
+                share, _ = raises.match(text, prepared)
+                if share > 0 and share >= min_share:
+                    key = (-share, place[(name, row)])
+                    best[(name, row)] = min(best.get((name, row), key), key)
+    ordered = sorted(best.items(), key=lambda kv: kv[1])
+    return [key for key, _ in ordered[:SYMBOL_DEPTH]]
 
 
 def is_name_query(query: str) -> bool:
@@ -725,35 +743,6 @@ def _rrf(
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
-REGION_GAP = 0  # lines between two hits of one file that make them one region
-MAX_PER_FILE = 0  # hits of one file before the rest of that file waits (0: no limit)
-
-
-def spread(hits: list[Hit]) -> list[Hit]:
-    """One hit per file region: a hit within ``REGION_GAP`` lines of a better one of its
-    file, or past the ``MAX_PER_FILE``-th of its file, moves behind the other files'
-    hits (in its order), so neighbouring chunks of one file do not fill the slots."""
-    if not REGION_GAP and not MAX_PER_FILE:
-        return hits
-    first: list[Hit] = []
-    later: list[Hit] = []
-    per_file: dict[tuple[str, str], list[Hit]] = {}
-    for hit in hits:
-        c = hit.chunk
-        kept = per_file.setdefault((c.corpus, c.path), [])
-        near = any(
-            c.start_line <= k.chunk.end_line + REGION_GAP
-            and k.chunk.start_line <= c.end_line + REGION_GAP
-            for k in kept
-        )
-        if (REGION_GAP and near) or (MAX_PER_FILE and len(kept) >= MAX_PER_FILE):
-            later.append(hit)
-        else:
-            kept.append(hit)
-            first.append(hit)
-    return first + later
-
-
 def thin_teaching(hits: list[Hit]) -> list[Hit]:
     """``hits`` (best first), the n-th teaching chunk (``TEACHING_KINDS``) past the first
     ``TEACH_DECAY_FREE`` scoring ``TEACH_DECAY ** n`` of its own, re-sorted: a soft cap
@@ -765,48 +754,3 @@ def thin_teaching(hits: list[Hit]) -> list[Hit]:
             if seen > TEACH_DECAY_FREE:
                 hit.score *= TEACH_DECAY ** (seen - TEACH_DECAY_FREE)
     return sorted(hits, key=lambda h: -h.score)
-
-
-def merge_adjacent(hits: list[Hit]) -> list[Hit]:
-    """Fold hits of one file whose line ranges touch or overlap into the better-ranked one."""
-    out: list[Hit] = []
-    for hit in hits:
-        c = hit.chunk
-        for kept in out:
-            k = kept.chunk
-            if (
-                k.corpus == c.corpus
-                and k.path == c.path
-                and c.start_line <= k.end_line + 1
-                and k.start_line <= c.end_line + 1
-            ):
-                if c.start_line >= k.start_line and c.end_line <= k.end_line:
-                    break  # already covered
-                first, second = (k, c) if k.start_line <= c.start_line else (c, k)
-                if second.start_line > first.end_line:
-                    merged_text = first.text + "\n" + second.text
-                else:  # overlapping: the second's lines past the first's end follow it
-                    tail = second.text.splitlines()[first.end_line - second.start_line + 1 :]
-                    merged_text = "\n".join([first.text, *tail]) if tail else first.text
-                kept.chunk = Chunk(
-                    **{
-                        **k.__dict__,
-                        "start_line": first.start_line,
-                        "end_line": max(first.end_line, second.end_line),
-                        "text": merged_text,
-                        "url": _relink(
-                            k.url, first.start_line, max(first.end_line, second.end_line)
-                        ),
-                    }
-                )
-                kept.extra.setdefault("merged", []).append(c.id)
-                break
-        else:
-            out.append(hit)
-    return out
-
-
-def _relink(url: str, start: int, end: int) -> str:
-    if "#L" in url:
-        return url.split("#L")[0] + f"#L{start}-L{end}"
-    return url

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ctxkernel import Workspace
 from ctxkernel.corpus import Chunk, Hit
-from ctxkernel.search import merge_adjacent
+from ctxkernel.hitlist import merge_adjacent
 
 from .conftest import CliResult, dedent
 
