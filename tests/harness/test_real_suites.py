@@ -114,6 +114,39 @@ def test_kernelbench_shape_override_recomputes_derived_globals(tmp_path: Path) -
         problem.generate_input(1, {"K": 3}, "cpu")
 
 
+KB_WHERE = dedent("""
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    def get_inputs():
+        # its length says where torch's factories drew it (a meta tensor has no values)
+        default = torch.empty(0).device.type
+        return [torch.rand(2 if default != "cpu" else 3)]
+
+    def get_init_inputs():
+        return []
+""")
+
+
+@pytest.mark.parametrize("device", ["meta", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_kernelbench_inputs_are_drawn_on_the_device(tmp_path: Path, device: str) -> None:
+    """Upstream's ``torch.rand`` on the CPU, then a copy, was 82 s of a 6.4 GB input's
+    check on an H100: ``get_inputs`` runs with the device as torch's default."""
+    problem = load_problem(_write(tmp_path, "97_Where.py", KB_WHERE))
+    (x,) = problem.generate_input(1, {}, device)
+    assert x.device.type == device and tuple(x.shape) == (2,)
+    (on_cpu,) = problem.generate_input(1, {}, "cpu")
+    assert on_cpu.device.type == "cpu" and tuple(on_cpu.shape) == (3,)
+    if device == "cuda":  # the same seed, the same inputs; the caller's RNG untouched
+        state = torch.cuda.get_rng_state()
+        assert torch.equal(x, problem.generate_input(1, {}, device)[0])
+        assert torch.equal(state, torch.cuda.get_rng_state())
+
+
 def test_gpumode_cuda_only_inputs_are_built_on_a_cpu() -> None:
     """Regression: every GPU MODE problem builds on CUDA, so a CPU gave no verdict."""
     problem = load_problem(FIXTURES / "gpumode_axpy")

@@ -564,16 +564,18 @@ def test_the_run_rung_compares_where_the_reference_lives(monkeypatch: pytest.Mon
     assert seen and all(n > 0 for n in seen)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_perturbed_inputs_move_each_element_by_the_step_a_chunk_at_a_time(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, device: str
 ) -> None:
     """Every float input element moves by exactly ``1 ± step`` (both signs drawn), past
-    the chunk size too, and the pristine inputs stay as they were."""
+    the chunk size too, and the pristine inputs stay as they were; on a GPU the signs are
+    drawn there."""
     import harness.rungs.inputs as inputs_module
 
     monkeypatch.setattr(inputs_module, "CHUNK_ELEMENTS", 1000)
     problem = load_problem(REPO / "examples" / "softmax")
-    inputs = Inputs(problem, RunOptions(device="cpu", secret=3), "cpu")
+    inputs = Inputs(problem, RunOptions(device=device, secret=3), device)
     made = inputs.make(0, 0, shape={"m": 7, "n": 1001})
     before = made.pristine[0].clone()
     seen: list[torch.Tensor] = []
@@ -581,7 +583,8 @@ def test_perturbed_inputs_move_each_element_by_the_step_a_chunk_at_a_time(
     inputs.perturbed_reference(made.pristine, made.shape, 11)
     assert torch.equal(made.pristine[0], before)
     step = max(problem.tolerance_for(torch.float32).rtol, 4 * torch.finfo(torch.float32).eps)
-    ratio = (seen[0].double() / before.double()).reshape(-1)
+    assert seen[0].device.type == device
+    ratio = (seen[0].double() / before.double()).reshape(-1).cpu()
     ups = torch.isclose(ratio, torch.tensor(1 + step, dtype=torch.float64), rtol=1e-6)
     downs = torch.isclose(ratio, torch.tensor(1 - step, dtype=torch.float64), rtol=1e-6)
     assert bool((ups | downs).all())
