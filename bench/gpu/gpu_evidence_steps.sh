@@ -12,6 +12,9 @@
 #             user, default mode
 #   evtests   the evidence cheats' GPU tests through pytest (e04 and e05 judged at their
 #             runtime rungs, which the CLI's policy scan stops before; EVTESTS_K: pytest -k)
+#   drawtests the gpu-marked tests of the inputs drawn on the device (KernelBench's get_inputs
+#             under the device, the perturbed inputs' signs): test_real_suites.py,
+#             test_signal_and_budgets.py
 #   kb        upstream KernelBench level 1 Softmax, FrobeniusNorm, L2Norm, Min (files in
 #             .kb/, carried; never committed) at upstream sizes (--shapes bench): the honest
 #             Triton kernels of bench/candidates/ and the zero writer (KB_PROBLEMS picks:
@@ -118,6 +121,12 @@ if has evtests; then
   timeout -k 5 ${EVTESTS_S:-240} python3 -m pytest -q -p no:cacheprovider -rA -m gpu \
     ${EVTESTS_K:+-k "$EVTESTS_K"} tests/harness/test_evidence_cheats.py > "$W/evtests.log" 2>&1
   echo "exit $?" >> "$W/evtests.log"; echo "== evtests"; grep -E "PASSED|FAILED|ERROR|passed|failed|^exit" "$W/evtests.log" | cut -c1-300
+fi
+if has drawtests; then
+  stamp "inputs drawn on the device"
+  timeout -k 5 ${DRAWTESTS_S:-120} python3 -m pytest -q -p no:cacheprovider -rA -m gpu \
+    tests/harness/test_real_suites.py tests/harness/test_signal_and_budgets.py > "$W/drawtests.log" 2>&1
+  echo "exit $?" >> "$W/drawtests.log"; echo "== drawtests"; grep -E "PASSED|FAILED|ERROR|passed|failed|^exit" "$W/drawtests.log" | cut -c1-300
 fi
 if has kb; then
   stamp "upstream KernelBench at upstream sizes"
