@@ -422,6 +422,15 @@ class CorpusCache:
                 return found
         return []
 
+    def file_chunk_rows(self, path: str) -> list[tuple[int, int, int, str, str]]:
+        """(row, start line, end line, symbol, defined names) of a file's searchable
+        chunks, in file order (a pasted frame's file: which chunk holds its line)."""
+        q = "SELECT row, start_line, end_line, symbol, defines FROM chunks WHERE path=? ORDER BY start_line"
+        return [
+            (int(r[0]), int(r[1]), int(r[2]), r[3] or "", r[4] or "")
+            for r in self.db().execute(q, (path,))
+        ]
+
     def defined(self, name: str, *, exact_case: bool = False) -> list[tuple[int, str]]:
         """(row, name) of chunks that define ``name`` (case-insensitive unless asked)."""
         rows = (

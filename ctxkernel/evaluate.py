@@ -223,7 +223,16 @@ class Config:
 
 # modules whose upper-case constants shape the ranking besides ``search``'s own; a
 # configuration names them qualified (``lexical.FILE_BY_BODY``)
-RANKING_MODULES = ("lexical", "pathrank", "querytext", "errortext", "hubs", "hitlist", "raises")
+RANKING_MODULES = (
+    "lexical",
+    "pathrank",
+    "querytext",
+    "errortext",
+    "hubs",
+    "hitlist",
+    "raises",
+    "pastedpaths",
+)
 
 
 def settable(searcher: Any) -> dict[str, tuple[Any, str]]:

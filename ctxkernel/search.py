@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import errortext, hubs, pathrank, querytext, raises, symbols
+from . import errortext, hubs, pastedpaths, pathrank, querytext, raises, symbols
 from .corpus import Chunk, Hit
 from .corpuscache import CorpusCache
 from .embedders.embed import Embedder, embedder_for_record, get_embedder
@@ -61,6 +61,7 @@ class Weights:
     dense_static: float = 1.0  # the same with static vectors: a blunter ranking, counted less
     symbol: float = 1.5  # chunks that define a name the query spells out
     raises: float = 3.0  # chunks whose statement raises the pasted error message
+    pasted_paths: float = 1.5  # chunks of library files a pasted error's paths name (0: off)
     path: float = 0.5  # files whose folder and file names hold the query's words
     path_in_example: float = 2.0  # ... when the query asks for an example
     head_in_prose: float = 0.5  # head counts less for plain-words queries: titles repeat words
@@ -288,6 +289,19 @@ class Searcher:
                     allowed = _allowed_rows(caches, filters)
                     by_path = [e for e in by_path if allowed is None or e[2] in allowed[e[1]]]
                     lists.append((path_weight, _best_first(by_path, depth, reverse=True)))
+            if self.weights.pasted_paths:
+                # the library files a paste's frames and diagnostics name, under someone
+                # else's prefix: the chunks at their lines, the deepest frame's first
+                t = time.perf_counter()
+                named = pastedpaths.library_rows(caches, query, tokens)
+                if named:
+                    allowed = _allowed_rows(caches, filters)
+                    named = [e for e in named if allowed is None or e[1] in allowed[e[0]]]
+                if named:
+                    (sharp if PASTED_PATHS_SHARP else lists).append(
+                        (self.weights.pasted_paths, named)
+                    )
+                timings["paths_ms"] = (time.perf_counter() - t) * 1000
             raising: list[tuple[str, int]] = []
             if pools and self.weights.raises:
                 t = time.perf_counter()
@@ -443,6 +457,7 @@ TEACH_PLAIN_ONLY = False  # only for questions that name no identifier
 TEACH_DECAY = 0.8
 TEACH_DECAY_FREE = 3
 TEACH_DECAY_MIN_WORDS = 20  # of the question's words (short queries name what they want)
+PASTED_PATHS_SHARP = False  # the pasted paths' list fused as sharply as a raise site
 RAISE_POOL = 200  # body matches of an error message whose raise sites are read
 BARE_LINE_POOL = 50  # ... of each line of a question read as a bare message
 SYMBOL_DEPTH = 20  # definitions taken from the symbol table

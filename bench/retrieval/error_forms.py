@@ -54,6 +54,8 @@ class Site:
     kind: str  # raise, assert, static_assert, throw
     type: str  # the exception type a user would see
     pattern: tuple[str, ...]
+    line: int = 0  # the raising statement's line in its file (0: unknown)
+    function: str = ""  # the function the statement is in, as a frame names it
 
 
 def statement_at(lines: list[str], i: int) -> str:
@@ -139,6 +141,64 @@ def form_traceback(site: Site, msg: str, rng: random.Random) -> str:
     )
 
 
+_CXX = re.compile(r"\.(?:hpp|h|hh|cuh|cu|cpp|cc|cxx|c|inl|ipp)$")
+
+
+def installed_path(site: Site, user: str) -> str:
+    """Where a user's machine holds the site's file: a Python package's module under a
+    virtualenv's site-packages (the source tree's folders above the package dropped), a
+    header or source file of a checkout under a folder of their own."""
+    if _CXX.search(site.path):
+        return f"/home/{user}/deps/{site.corpus}/{site.path}"
+    inner = re.sub(r"^(?:.*/)?(?:python|src)/(?:CuTeDSL/)?", "", site.path)
+    if inner.startswith(("examples/", "tutorials/", "test/", "tests/", "benchmark")):
+        return f"/home/{user}/src/{site.corpus}/{site.path}"  # run from a checkout
+    return f"/home/{user}/.venv/lib/python3.10/site-packages/{inner}"
+
+
+def form_frames(site: Site, msg: str, rng: random.Random) -> str:
+    """The error as it really comes: a Python traceback whose user frames come first and
+    whose deepest frame names the raising file and line under the user's prefix; for a
+    C++ static_assert nvcc's diagnostic at the header's line, the user's file below it;
+    for another C++ site a TVM-style frame naming the source file."""
+    user = rng.choice(["alice", "bob", "jansel", "dev"])
+    where = installed_path(site, user)
+    line = site.line or site.start
+    if site.kind == "static_assert":
+        return "\n".join(
+            [
+                f'{where}({line}): error: static assertion failed with "{msg}"',
+                "          detected during:",
+                '            instantiation of "auto kernel<Tile>(Tile)" '
+                f"at line {rng.randint(10, 400)} of /home/{user}/proj/kern.cu",
+            ]
+        )
+    first = site.statement.strip().splitlines()[0].strip()
+    if _CXX.search(site.path):
+        return "\n".join(
+            [
+                "Traceback (most recent call last):",
+                f'  File "/home/{user}/proj/run.py", line {rng.randint(10, 400)}, in <module>',
+                "    mod = tilelang.compile(func)",
+                f'  File "{where}", line {line}',
+                f"RuntimeError: {msg}",
+            ]
+        )
+    function = site.function or rng.choice(["_call", "visit", "wrapper"])
+    return "\n".join(
+        [
+            "Traceback (most recent call last):",
+            f'  File "/home/{user}/proj/train.py", line {rng.randint(10, 400)}, in <module>',
+            "    main(args)",
+            f'  File "/home/{user}/proj/kernels/attn.py", line {rng.randint(10, 900)}, in forward',
+            "    out = fused_kernel[grid](q, k, v, o, BLOCK=128)",
+            f'  File "{where}", line {line}, in {function}',
+            f"    {first}",
+            f"{site.type}: {msg}",
+        ]
+    )
+
+
 def form_mlir(site: Site, msg: str, rng: random.Random) -> str:
     where = f'loc("/home/user/kern.py":{rng.randint(10, 900)}:{rng.randint(0, 40)})'
     return (
@@ -181,6 +241,7 @@ FORMS: dict[str, Callable[[Site, str, random.Random], str]] = {
     "bare": form_bare,
     "valued": form_valued,
     "traceback": form_traceback,
+    "frames": form_frames,
     "mlir": form_mlir,
     "diag": form_diag,
     "wrapped": form_wrapped,
@@ -196,8 +257,10 @@ def corpus_sites(cache: object, corpus: str) -> list[Site]:
     """Every raising site with enough literal words, one per distinct message."""
     out: list[Site] = []
     seen: set[tuple[str, ...]] = set()
-    for path, start, end, text in cache.iter_rows("path, start_line, end_line, text"):  # type: ignore[attr-defined]
+    rows = cache.iter_rows("path, start_line, end_line, text, symbol")  # type: ignore[attr-defined]
+    for path, start, end, text, symbol in rows:
         lines = text.splitlines()
+        function = (symbol or "").split(",")[0].strip().rsplit(".", 1)[-1].rsplit("::", 1)[-1]
         for s in raises.sites(text):
             if not s.raising:
                 continue
@@ -207,7 +270,10 @@ def corpus_sites(cache: object, corpus: str) -> list[Site]:
             seen.add(literal)
             statement = statement_at(lines, s.line)
             kind, etype = site_kind(statement)
-            out.append(Site(corpus, path, start, end, statement, kind, etype, s.pattern))
+            line = start + s.line
+            out.append(
+                Site(corpus, path, start, end, statement, kind, etype, s.pattern, line, function)
+            )
     return out
 
 
