@@ -20,7 +20,9 @@
 #             Triton kernels of bench/candidates/ and the zero writer (KB_PROBLEMS picks:
 #             "23_Softmax:softmax 39_L2Norm_:l2norm", file stem and candidate name; KB_CANDS
 #             picks "zero honest" or either; KB_PROFILE=1 runs the honest check under py-spy,
-#             every process, stacks in the tarball: carry .pyspy with the wheel)
+#             every process, stacks in the tarball: carry .pyspy with the wheel). KB_S: each
+#             check's limit (default 420 s: the honest Softmax at upstream size took 349 s on
+#             an H100 at fa791ad, the zero writer 157 s), so one problem a device call
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
 #   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
@@ -137,19 +139,19 @@ if has kb; then
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$W/kb-$f-mem.txt" 2>&1 &
     sampler=$!
     case " ${KB_CANDS:-zero honest} " in *" zero "*)
-      CHECK_S=${KB_S:-200} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
+      CHECK_S=${KB_S:-420} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
         --device cuda --shapes bench;; esac
     case " ${KB_CANDS:-zero honest} " in *" honest "*)
       if [ -n "${KB_PROFILE:-}" ] && ls .pyspy/*.whl > /dev/null 2>&1; then
         # where an upstream-sized check's time goes: every process's stacks, idle ones too
         python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .pyspy/*.whl > /dev/null 2>&1
-        timeout -k 5 "${KB_S:-200}" /tmp/pyspy/bin/py-spy record --idle --subprocesses --nonblocking \
+        timeout -k 5 "${KB_S:-420}" /tmp/pyspy/bin/py-spy record --idle --subprocesses --nonblocking \
           -r 20 --format raw -o "$W/kb-$f-honest.stacks.txt" -- python3 -m harness check --no-server \
           --no-record --progress ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" --device cuda \
           --shapes bench > "$W/kb-$f-honest.log" 2>&1
         echo "exit $?" >> "$W/kb-$f-honest.log"; grep -E "^\[|verdict|exit" "$W/kb-$f-honest.log" | cut -c1-400
       else
-        CHECK_S=${KB_S:-200} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
+        CHECK_S=${KB_S:-420} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
           --device cuda --shapes bench
       fi;; esac
     kill $sampler 2>/dev/null
