@@ -18,10 +18,11 @@ import os
 import shutil
 import sqlite3
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import lexical
 from . import vectors as dense_vectors
@@ -512,3 +513,26 @@ def _where_in(
     for start in range(0, len(values), 500):
         part = list(values[start : start + 500])
         yield from db.execute(f"{select} WHERE {column} IN ({','.join('?' * len(part))})", part)
+
+
+_Built = TypeVar("_Built")
+
+
+class PerGeneration(Generic[_Built]):
+    """One value built from a corpus's index per index generation (a path table, a
+    suffix table), shared by the searches of every thread; a new generation replaces
+    the corpus's old value."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], _Built] = {}
+        self._lock = threading.Lock()
+
+    def get(self, cache: CorpusCache, generation: str, build: Callable[[], _Built]) -> _Built:
+        key = (str(cache.directory), generation)
+        with self._lock:
+            value = self._values.get(key)
+            if value is None:
+                for old in [k for k in self._values if k[0] == key[0]]:
+                    del self._values[old]
+                value = self._values[key] = build()
+        return value

@@ -20,10 +20,11 @@ file a frame means: the one holding its line, else the one defining its function
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .corpuscache import PerGeneration
 
 if TYPE_CHECKING:
     from .corpuscache import CorpusCache
@@ -139,21 +140,13 @@ def frame_chunk(
     return None
 
 
-_INDEXES: dict[tuple[str, str], SuffixIndex] = {}
-_LOCK = threading.Lock()
+_INDEXES: PerGeneration[SuffixIndex] = PerGeneration()
 
 
 def suffix_index(cache: CorpusCache, generation: str, paths: Iterable[str]) -> SuffixIndex:
     """The corpus's suffix index over ``paths`` (its searchable files), built once per
     index generation."""
-    key = (str(cache.directory), generation)
-    with _LOCK:
-        index = _INDEXES.get(key)
-        if index is None:
-            for old in [k for k in _INDEXES if k[0] == key[0]]:
-                del _INDEXES[old]
-            index = _INDEXES[key] = SuffixIndex(paths)
-    return index
+    return _INDEXES.get(cache, generation, lambda: SuffixIndex(paths))
 
 
 def library_rows(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .corpuscache import PerGeneration
 
 if TYPE_CHECKING:
     from .corpuscache import CorpusCache
@@ -74,8 +75,7 @@ STOP = frozenset(
         "need",
     ]
 )
-_INDEXES: dict[tuple[str, str], PathIndex] = {}
-_LOCK = threading.Lock()
+_INDEXES: PerGeneration[PathIndex] = PerGeneration()
 
 
 def _norm(w: str) -> str:
@@ -143,11 +143,4 @@ class PathIndex:
 
 def path_index(cache: CorpusCache, generation: str) -> PathIndex:
     """The corpus's path index, built once per index generation."""
-    key = (str(cache.directory), generation)
-    with _LOCK:
-        index = _INDEXES.get(key)
-        if index is None:
-            for old in [k for k in _INDEXES if k[0] == key[0]]:
-                del _INDEXES[old]
-            index = _INDEXES[key] = PathIndex.build(cache)
-    return index
+    return _INDEXES.get(cache, generation, lambda: PathIndex.build(cache))

@@ -121,6 +121,16 @@ def form_valued(site: Site, msg: str, rng: random.Random) -> str:
     return f"{site.type}: {msg}" if site.kind != "static_assert" else msg
 
 
+def _user_frames(user: str, rng: random.Random) -> list[str]:
+    """A traceback's frames of the user's own code, above the library's."""
+    return [
+        f'  File "/home/{user}/proj/train.py", line {rng.randint(10, 400)}, in <module>',
+        "    main(args)",
+        f'  File "/home/{user}/proj/kernels/attn.py", line {rng.randint(10, 900)}, in forward',
+        "    out = fused_kernel[grid](q, k, v, o, BLOCK=128)",
+    ]
+
+
 def form_traceback(site: Site, msg: str, rng: random.Random) -> str:
     user = rng.choice(["alice", "bob", "jansel", "dev"])
     pkg = {"triton": "triton", "tilelang": "tilelang", "cutlass": "cutlass"}.get(site.corpus, "pkg")
@@ -129,10 +139,7 @@ def form_traceback(site: Site, msg: str, rng: random.Random) -> str:
     return "\n".join(
         [
             "Traceback (most recent call last):",
-            f'  File "/home/{user}/proj/train.py", line {rng.randint(10, 400)}, in <module>',
-            "    main(args)",
-            f'  File "/home/{user}/proj/kernels/attn.py", line {rng.randint(10, 900)}, in forward',
-            "    out = fused_kernel[grid](q, k, v, o, BLOCK=128)",
+            *_user_frames(user, rng),
             f'  File "/opt/conda/lib/python3.11/site-packages/{pkg}/{inner}", '
             f"line {rng.randint(10, 3000)}, in {rng.choice(['_call', 'visit', 'wrapper'])}",
             f"    {first}",
@@ -188,10 +195,7 @@ def form_frames(site: Site, msg: str, rng: random.Random) -> str:
     return "\n".join(
         [
             "Traceback (most recent call last):",
-            f'  File "/home/{user}/proj/train.py", line {rng.randint(10, 400)}, in <module>',
-            "    main(args)",
-            f'  File "/home/{user}/proj/kernels/attn.py", line {rng.randint(10, 900)}, in forward',
-            "    out = fused_kernel[grid](q, k, v, o, BLOCK=128)",
+            *_user_frames(user, rng),
             f'  File "{where}", line {line}, in {function}',
             f"    {first}",
             f"{site.type}: {msg}",

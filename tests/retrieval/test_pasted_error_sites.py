@@ -11,6 +11,8 @@ import pytest
 
 from ctxkernel import Workspace, errortext, raises, search
 
+from .test_error_forms import CORE_PY, USES_PY
+
 CORPUS = "pasted"
 
 COPY_PY = '''\
@@ -81,40 +83,6 @@ becomes an array you can print, and each call of a libdevice function is looked 
 interpreter's table of math functions. A function the table lacks is not supported by the
 interpreter; the tutorial lists which libdevice calls are.
 """
-
-CORE_PY = '''\
-"""Values of the tile language."""
-
-
-class constexpr:
-    """A value known when the kernel is compiled."""
-
-    def __init__(self, value):
-        self.value = value
-
-
-class tensor:
-    """A block of values in registers."""
-
-    def to(self, dtype):
-        """Cast the tensor to dtype."""
-        return self
-'''
-
-USES_PY = '''\
-"""Kernels that cast scalars: each marks a constexpr argument and casts with to()."""
-
-
-def scale(x, mul):
-    """A constexpr object has no to(): when mul is a constexpr, the attribute to of the
-    tensor object casts, to int64, and the constexpr object stays as it is."""
-    return x.to("int64") * mul
-
-
-def constexpr_object_attribute(obj, name):
-    """The attribute name of a constexpr object, or of the object it wraps."""
-    return getattr(obj, name)
-'''
 
 SHAPES_HPP = """\
 #pragma once

@@ -13,6 +13,8 @@ import pytest
 
 from ctxkernel import Workspace
 
+from .test_pasted_error_sites import SHAPES_HPP as INT_TUPLE_HPP
+
 CORPUS = "paths"
 
 SEMANTIC_PY = '''\
@@ -71,23 +73,6 @@ Operands disagree on their accumulation width when the accumulator of a product 
 another width than its operands: operands of fp16 disagree with an accumulation width of
 fp32 unless the accumulation is asked for. Pick the accumulation width of the operands, or
 cast the operands to the accumulation width.
-"""
-
-INT_TUPLE_HPP = """\
-#pragma once
-namespace cute {
-
-// Division for shapes: a divided by b, rounding up; one must divide the other.
-template <class IntTupleA, class IntTupleB>
-constexpr auto
-shape_div(IntTupleA const& a, IntTupleB const& b)
-{
-  static_assert(IntTupleA::value % IntTupleB::value == 0 || IntTupleB::value % IntTupleA::value == 0,
-                "Divisibility Condition");
-  return (a + b - 1) / b;
-}
-
-}  // namespace cute
 """
 
 TILES_MD = """\
