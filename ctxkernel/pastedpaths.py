@@ -35,16 +35,30 @@ MIN_PARTS = 2
 MAX_FRAMES = 8  # library frames of one paste that are looked up (0: off)
 
 _PY_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?')
-_EXT = r"(?:py|pyi|hpp|h|hh|hxx|cuh|cu|cpp|cc|cxx|c|inl|ipp|td|mlir|ptx)"
-_PATH = rf"(?P<path>(?:[A-Za-z]:)?[\w.~+@-]*(?:[/\\][\w.~+@-]+)+\.{_EXT})"
+_EXTS = frozenset(
+    "py pyi hpp h hh hxx cuh cu cpp cc cxx c inl ipp td mlir ptx".split()
+)  # fmt: skip
+_MAX_PATH = 512  # characters of a path; a longer run of path characters is no path
+# Every pattern below is linear in the text (a query may be 16,000 characters of anything):
+# a run of path characters is found in one greedy pass and judged whole in Python, not
+# matched by a pattern of nested repeats, which backtracked quadratically (3-4 s on
+# 16,000 characters of "/a.a")
+_RUN = re.compile(r"[\w.~+@/\\-]+")
 # ``loc("/a/b.py":258:0)``, ``loc(callsite("/a/b.py":12:3 at ...))``
-_MLIR = re.compile(rf'"{_PATH}":(?P<line>\d+)(?::\d+)?')
-# nvcc's ``/a/b.hpp(394): error``, gcc/clang's ``/a/b.hpp:394:12: error``, nvcc's
-# ``detected during ... at line 84 of /a/b.cu`` and any other ``/a/b.py:12`` in the text
-_DIAG = re.compile(
-    rf"{_PATH}(?:\((?P<line>\d+)\)|:(?P<line2>\d+)(?::\d+)?)?"
-    r"|at line (?P<line3>\d+) of \"?(?P<path2>[^\s\"]+)"
-)
+_MLIR = re.compile(r'"(?P<path>[^"\n]{1,512})":(?P<line>\d+)(?::\d+)?')
+# what follows a path on a compiler's line: nvcc's ``(394)``, gcc/clang's ``:394:12``
+_AFTER = re.compile(r"\((?P<paren>\d+)\)|:(?P<colon>\d+)")
+# nvcc's ``detected during ... at line 84 of /a/b.cu``
+_AT_LINE = re.compile(r'at line (?P<line>\d+) of "?(?P<path>[^\s"]{1,512})')
+
+
+def _is_path(text: str) -> bool:
+    """A file path with folders and one of the corpora's source extensions."""
+    if len(text) > _MAX_PATH or not ("/" in text or "\\" in text):
+        return False
+    name = re.split(r"[/\\]", text)[-1]
+    stem, dot, ext = name.rpartition(".")
+    return bool(dot and stem and ext in _EXTS)
 
 
 @dataclass(frozen=True)
@@ -67,12 +81,20 @@ def frames(text: str) -> list[Frame]:
     rest = _PY_FRAME.sub(" ", text)
     others: list[tuple[int, Frame]] = []
     for m in _MLIR.finditer(rest):
-        others.append((m.start(), Frame(m.group("path"), int(m.group("line")))))
-    rest_no_mlir = _MLIR.sub(lambda m: " " * len(m.group(0)), rest)
-    for m in _DIAG.finditer(rest_no_mlir):
-        path = m.group("path") or m.group("path2")
-        line = m.group("line") or m.group("line2") or m.group("line3") or "0"
-        others.append((m.start(), Frame(path.rstrip(".,;:"), int(line))))
+        if _is_path(m.group("path")):
+            others.append((m.start(), Frame(m.group("path"), int(m.group("line")))))
+    rest = _MLIR.sub(lambda m: " " * len(m.group(0)), rest)
+    for m in _AT_LINE.finditer(rest):
+        path = m.group("path").rstrip(".,;:")
+        if _is_path(path):
+            others.append((m.start(), Frame(path, int(m.group("line")))))
+    for m in _RUN.finditer(rest):
+        path = m.group(0).rstrip(".")
+        if not _is_path(path):
+            continue
+        after = _AFTER.match(rest, m.start() + len(path))
+        line = (after.group("paren") or after.group("colon")) if after else "0"
+        others.append((m.start(), Frame(path, int(line))))
     others.sort(key=lambda e: e[0])
     seen: set[str] = set()
     out: list[Frame] = []

@@ -256,3 +256,30 @@ def test_the_places_a_paste_names_deepest_first(
     from ctxkernel import pastedpaths
 
     assert [(f.path, f.line, f.function) for f in pastedpaths.frames(text)] == places
+
+
+_ADVERSARIAL = r"""
+import sys
+from ctxkernel import pastedpaths
+n = 64_000
+for text in ("/a.a" * (n // 4), "a." * (n // 2), "/" + "/".join(["abc.def"] * (n // 8)),
+             'File "' + "/x" * (n // 2), 'loc("' + "a/" * (n // 2) + '.py":1:0)', '"a' * (n // 2)):
+    assert pastedpaths.frames(text) == [], text[:40]
+print("ok")
+"""
+
+
+def test_reading_paths_is_linear_in_the_text() -> None:
+    """A query may be any 16,000 characters: a pattern of nested repeats over path
+    characters backtracked quadratically (3-4 s at 16,000 characters of "/a.a", ~100 s
+    at 64,000). The six shapes that did, at 64,000 characters, find nothing and finish;
+    the limit is far above what a linear reading takes, so only backtracking meets it."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _ADVERSARIAL], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-1000:]
