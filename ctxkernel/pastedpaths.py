@@ -36,8 +36,9 @@ MAX_FRAMES = 8  # library frames of one paste that are looked up (0: off)
 
 _PY_FRAME = re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?')
 _EXTS = frozenset(
-    "py pyi hpp h hh hxx cuh cu cpp cc cxx c inl ipp td mlir ptx".split()
-)  # fmt: skip
+    {"py", "pyi", "hpp", "h", "hh", "hxx", "cuh", "cu", "cpp", "cc", "cxx", "c", "inl", "ipp"}
+    | {"td", "mlir", "ptx"}
+)
 _MAX_PATH = 512  # characters of a path; a longer run of path characters is no path
 # Every pattern below is linear in the text (a query may be 16,000 characters of anything):
 # a run of path characters is found in one greedy pass and judged whole in Python, not
