@@ -160,6 +160,10 @@ def _widen_slack(slack: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     for start in range(0, flat_s.numel(), CHUNK_ELEMENTS):
         part = slice(start, start + CHUNK_ELEMENTS)
         step = (flat_b[part].to(torch.float64) - flat_a[part].to(torch.float64)).abs_().mul_(2)
+        if slack.dtype != torch.float64:
+            # past the dtype's largest value it would round to inf, which a comparison
+            # reads as no slack at all: the largest finite value instead
+            step.clamp_(max=torch.finfo(slack.dtype).max)
         kept = step.to(slack.dtype)
         if slack.dtype != torch.float64:  # rounded to nearest may sit below: one step up
             low = kept.to(torch.float64) < step

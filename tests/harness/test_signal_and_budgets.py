@@ -629,3 +629,21 @@ def test_the_mixed_slack_needs_a_few_outputs_of_memory_not_float64_copies(
     assert out.returncode == 0, out.stderr[-2000:]
     grown = float(out.stdout.split()[-1])
     assert grown < 5.0, f"mixed_slack's peak grew by {grown:.1f} outputs"
+
+
+def test_the_slack_is_rounded_up_into_float32_and_stays_finite() -> None:
+    """The float32 slack never sits below twice the float64 move (rounded up, not to
+    nearest), and a move past float32's range keeps the largest finite slack: an inf
+    one reads as no slack where the output is compared."""
+    from harness.rungs.stress import _widen_slack
+
+    a = torch.tensor([0.0, 1.0, -3e38, 5.0], dtype=torch.float32)
+    b = torch.tensor([1e-3, 1.0 + 2**-20, 3e38, float("nan")], dtype=torch.float32)
+    slack = torch.zeros(4, dtype=torch.float32)
+    _widen_slack(slack, a, b)
+    want = 2 * (b.double() - a.double()).abs()
+    assert bool((slack[:2].double() >= want[:2]).all())
+    assert slack[2] == torch.finfo(torch.float32).max and bool(torch.isfinite(slack[2]))
+    again = slack.clone()
+    _widen_slack(again, a, a)  # a smaller move keeps the larger slack
+    assert torch.equal(again[:3], slack[:3])
