@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import pathrank
 from .corpuscache import PerGeneration
 
 if TYPE_CHECKING:
@@ -181,8 +182,6 @@ def library_rows(
     found = frames(text)
     if not found:
         return []
-    from . import pathrank
-
     indexes: dict[str, SuffixIndex] = {}
     for name, cache in caches.items():
         generation = cache.get_info("generation") or ""

@@ -162,13 +162,12 @@ def _widen_slack(slack: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         step = (flat_b[part].to(torch.float64) - flat_a[part].to(torch.float64)).abs_().mul_(2)
         if slack.dtype != torch.float64:
             # past the dtype's largest value it would round to inf, which a comparison
-            # reads as no slack at all: the largest finite value instead
-            step.clamp_(max=torch.finfo(slack.dtype).max)
-        kept = step.to(slack.dtype)
-        if slack.dtype != torch.float64:  # rounded to nearest may sit below: one step up
+            # reads as no slack at all: the largest finite value instead; and rounded to
+            # nearest it may sit below the move: one step up there
+            kept = step.clamp_(max=torch.finfo(slack.dtype).max).to(slack.dtype)
             low = kept.to(torch.float64) < step
-            kept = torch.where(low, torch.nextafter(kept, torch.full_like(kept, math.inf)), kept)
-        torch.maximum(flat_s[part], kept, out=flat_s[part])
+            step = torch.where(low, torch.nextafter(kept, torch.full_like(kept, math.inf)), kept)
+        torch.maximum(flat_s[part], step.to(slack.dtype), out=flat_s[part])
 
 
 def stress_ratio(inputs: Inputs, made: TrialInputs, reference: Any) -> float:
