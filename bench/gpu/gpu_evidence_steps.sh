@@ -22,7 +22,8 @@
 #             picks "zero honest" or either; KB_PROFILE=1 runs the honest check under py-spy,
 #             every process, stacks in the tarball: carry .pyspy with the wheel). KB_S: each
 #             check's limit (default 420 s: the honest Softmax at upstream size took 349 s on
-#             an H100 at fa791ad, the zero writer 157 s), so one problem a device call
+#             an H100 at fa791ad, the zero writer 157 s), so one problem a device call; KB_JSON=1
+#             adds --json: a harness error's traceback is printed from the verdict
 #   cheats    the planted evidence cheats through the CLI (bench/gpu/gpu_evidence.sh, no pytest)
 #   cutedsl   the CuTeDSL vector add inside the walls (carry .whl: the cu13 content as
 #             prepare-cutedsl-wheels.sh makes it, and the three small wheels unpacked into
@@ -138,9 +139,13 @@ if has kb; then
     # the card's memory in use while the checks run (parent and worker together)
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$W/kb-$f-mem.txt" 2>&1 &
     sampler=$!
+    # each process's share (the parent's and the worker's apart), for an out-of-memory's cause
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 \
+      > "$W/kb-$f-procs.txt" 2>&1 &
+    procs=$!
     case " ${KB_CANDS:-zero honest} " in *" zero "*)
       CHECK_S=${KB_S:-420} check "kb-$f-zero.log" ".kb/$f.py" bench/candidates/kb_zero_writer.py \
-        --device cuda --shapes bench;; esac
+        --device cuda --shapes bench ${KB_JSON:+--json};; esac
     case " ${KB_CANDS:-zero honest} " in *" honest "*)
       if [ -n "${KB_PROFILE:-}" ] && ls .pyspy/*.whl > /dev/null 2>&1; then
         # where an upstream-sized check's time goes: every process's stacks, idle ones too
@@ -152,9 +157,14 @@ if has kb; then
         echo "exit $?" >> "$W/kb-$f-honest.log"; grep -E "^\[|verdict|exit" "$W/kb-$f-honest.log" | cut -c1-400
       else
         CHECK_S=${KB_S:-420} check "kb-$f-honest.log" ".kb/$f.py" "bench/candidates/kb_${c}_triton.py" \
-          --device cuda --shapes bench
+          --device cuda --shapes bench ${KB_JSON:+--json}
       fi;; esac
-    kill $sampler 2>/dev/null
+    kill $sampler $procs 2>/dev/null
+    if [ -n "${KB_JSON:-}" ]; then  # a harness error's traceback, from the verdict's details
+      for log in "$W"/kb-$f-*.log; do
+        python3 bench/gpu/verdict_tracebacks.py "$log"
+      done
+    fi
     stamp "$f done; most memory in use on the card: $(sort -n "$W/kb-$f-mem.txt" | tail -1) MiB"
   done
 fi

@@ -303,7 +303,7 @@ class CorrectnessRung:
         if problems:
             reason = explain(f"wrong on {what}: {problems[0]}{hint}")
             return RungResult.fail(self, reason, combine(comparisons), where)
-        scale = stress_ratio(ctx.inputs, inputs, reference) if inputs.kind == "stress" else 1.0
+        scale = stress_ratio(inputs, reference) if inputs.kind == "stress" else 1.0
         slack = None
         if inputs.kind == "mixed":
             if not _finite(reference):

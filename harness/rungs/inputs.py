@@ -107,6 +107,7 @@ class TrialInputs:
     # far apart inside one tensor) | an edge-input class (``EDGE_CLASSES``, ``edges.py``)
     kind: str = "public"
     detail: str = ""  # an edge trial's: what was done to which input
+    plain_rms: float | None = None  # a stress trial's: its reference's RMS before the rescale
 
     @property
     def label(self) -> str:

@@ -137,7 +137,7 @@ class Worker:
         recv, send = self.end.recv, self.end.send
         gpu = self.device == "cuda"
         reserved, allocated = torch.cuda.memory_reserved, torch.cuda.memory_allocated
-        empty_cache = torch.cuda.empty_cache
+        empty_cache, to_host = torch.cuda.empty_cache, _Tensor.cpu
         while True:
             try:
                 frame = recv()
@@ -150,18 +150,21 @@ class Worker:
                 seen = self.patches_seen
                 seen.update(changed(self.snapshot))
                 reply = patches(reply, op, sorted(seen), self.reported_patches)
+            if gpu and not self.dead:
+                # what the call freed goes back to the card before the parent hears of it:
+                # the parent goes on at once (the next reference, the comparisons), and at
+                # an upstream size the worker's cached blocks, given back only after the
+                # reply, were most of an 80 GB card when the parent ran out (RESULTS.md)
+                out = [to_host(t) for t in out]
+                del frame
+                if reserved() - allocated() > CACHE_KEPT_BYTES:
+                    with contextlib.suppress(RuntimeError):
+                        empty_cache()
             send(reply, out)
             if op == "bye":
                 return 0
             if self.dead:
                 return 4
-            # what the call freed goes back to the card while the parent works (the next
-            # reference, the comparisons): at an upstream size the worker's cached blocks
-            # were most of an 80 GB card while the parent ran out (bench/RESULTS.md)
-            del reply, out, frame
-            if gpu and reserved() - allocated() > CACHE_KEPT_BYTES:
-                with contextlib.suppress(RuntimeError):
-                    empty_cache()
 
     # -- load --------------------------------------------------------------------------
 

@@ -631,6 +631,36 @@ def test_the_mixed_slack_needs_a_few_outputs_of_memory_not_float64_copies(
     assert grown < 5.0, f"mixed_slack's peak grew by {grown:.1f} outputs"
 
 
+def test_the_stress_trial_keeps_the_plain_reference_as_one_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rescaled trial's ``atol`` ratio needs only the plain reference's RMS: it is taken
+    before the call, so that after it nothing is made again (the plain inputs and their
+    reference were two more tensors of an upstream size beside the stress call's, and an
+    H100 ran out of memory on KernelBench's L2Norm there); the ratio is the same one."""
+    from harness.rungs.stress import STRESS_TRIAL, make_stress, stress_ratio
+
+    problem = load_problem(REPO / "examples" / "softmax")
+    inputs = Inputs(
+        problem, RunOptions(device="cpu", secret=4, shapes=[{"m": 33, "n": 257}]), "cpu"
+    )
+    made = make_stress(inputs)
+    assert made is not None and made.plain_rms is not None
+    stressed = inputs.reference(made)
+    plain = inputs.reference(inputs.make(made.shape_index, STRESS_TRIAL, record=False))
+    want = float(stressed.double().pow(2).mean().sqrt()) / float(
+        plain.double().pow(2).mean().sqrt()
+    )
+
+    def nothing_more(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("made again after the stress call")
+
+    monkeypatch.setattr(problem, "generate_input", nothing_more)
+    monkeypatch.setattr(problem, "ref_output", nothing_more)
+    assert stress_ratio(made, stressed) == pytest.approx(want, rel=1e-9)
+    assert want != pytest.approx(1.0)  # softmax's outputs do move when its inputs are rescaled
+
+
 def test_the_slack_is_rounded_up_into_float32_and_stays_finite() -> None:
     """The float32 slack never sits below twice the float64 move (rounded up, not to
     nearest), and a move past float32's range keeps the largest finite slack: an inf
