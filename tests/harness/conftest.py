@@ -27,6 +27,33 @@ from harness.verdict import Verdict
 FAST = {"trials": 2, "burst": 3, "timeout_s": 60.0, "record": False, "device": "cpu"}
 
 
+def worker_context(
+    problem: Any, candidate: Any, options: RunOptions, device: str, tmp_path: Path
+) -> Any:
+    """A ``LadderContext`` whose workers are real ones (``LocalSession``: through the
+    sandbox, as a check runs them), the candidate and the problem's files staged in
+    ``tmp_path``; the caller closes it."""
+    from harness.backends import worker_env_for
+    from harness.process.local import LocalSession
+    from harness.rungs.context import LadderContext
+
+    work, logs = tmp_path / "work", tmp_path / "logs"
+    work.mkdir()
+    logs.mkdir()
+    candidate.stage(work)
+    problem.stage_support_files(work)
+    env = worker_env_for(candidate.backend, device)
+    problem_dir = Path(problem.path).resolve()
+    keep = [problem_dir.parent if problem_dir.is_file() else problem_dir]
+
+    def open_session(tag: str = "", env_extra: dict[str, str] | None = None) -> LocalSession:
+        return LocalSession(
+            work, logs, device, options, {**env, **(env_extra or {})}, tag, keep, candidate.backend
+        )
+
+    return LadderContext(problem, candidate, options, device, open_session)
+
+
 def run_python(code: str, timeout: float = 300) -> str:
     """``code`` (dedented) in a Python process of its own, from the repository root: for
     what changes process-wide state (torch's dispatch, its modules' attributes). Its

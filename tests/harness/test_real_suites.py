@@ -14,6 +14,7 @@ from textwrap import dedent
 import pytest
 import torch
 from cheatspec import FIXTURES
+from conftest import worker_context
 
 from harness.errors import ProblemError
 from harness.options import RunOptions
@@ -412,10 +413,7 @@ def test_the_worker_gives_its_cached_memory_back_before_it_replies(tmp_path: Pat
     once (references, comparisons), and at KernelBench's upstream L2Norm the worker's
     cache, given back only after the reply, held 40 of an H100's 80 GB when the parent ran
     out of memory. The candidate frees a 2 GiB scratch buffer in every call."""
-    from harness.backends import worker_env_for
     from harness.problems.candidate import load_candidate
-    from harness.process.local import LocalSession
-    from harness.rungs.context import LadderContext
 
     examples = Path(__file__).resolve().parents[2] / "examples" / "vector_add"
     source = (examples / "solution_triton.py").read_text()
@@ -425,21 +423,8 @@ def test_the_worker_gives_its_cached_memory_back_before_it_replies(tmp_path: Pat
     path.write_text(source.replace(marker, scratch + marker))
     problem = load_problem(examples)
     candidate = load_candidate(path, problem)
-    work, logs = tmp_path / "work", tmp_path / "logs"
-    work.mkdir()
-    logs.mkdir()
-    candidate.stage(work)
-    problem.stage_support_files(work)
     options = RunOptions(device="cuda", shapes=[{"n": 4096}], record=False, policy_scan=False)
-    env = worker_env_for(candidate.backend, "cuda")
-
-    def open_session(tag: str = "", env_extra: dict[str, str] | None = None) -> LocalSession:
-        return LocalSession(
-            work, logs, "cuda", options, {**env, **(env_extra or {})}, tag, [examples],
-            candidate.backend,
-        )  # fmt: skip
-
-    ctx = LadderContext(problem, candidate, options, "cuda", open_session)
+    ctx = worker_context(problem, candidate, options, "cuda", tmp_path)
     try:
         assert not ctx.workers.load().get("error")
         for trial in range(2):

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from cheatspec import EXAMPLES
-from conftest import fast_options
+from conftest import fast_options, worker_context
 from simgpu import FakeGPU, Frames, simulated_bench
 
 from harness.perf import gpuidle, livechecks, reftimes
@@ -370,30 +370,14 @@ def test_the_planted_cheats_leftovers_are_stopped_in_a_sandboxed_worker(
     """The planted cheat in a real worker (through the sandbox, spawned or forked from the
     warm template): its native thread, its setsid child and its orphan -- the orphan
     adopted by the launcher (none mode) or the namespace's init -- all stop, then run."""
-    from harness.backends import worker_env_for
     from harness.problems.candidate import load_candidate
     from harness.problems.problem import load_problem
-    from harness.process.local import LocalSession
-    from harness.rungs.context import LadderContext
 
     problem = load_problem(EXAMPLES / "vector_add")
     candidate = load_candidate(CHEAT, problem)
-    work, logs = tmp_path / "work", tmp_path / "logs"
-    work.mkdir()
-    logs.mkdir()
-    candidate.stage(work)
-    problem.stage_support_files(work)
     options = fast_options("vector_add", policy_scan=False)
-    env = worker_env_for(candidate.backend, "cpu")
-    problem_dir = Path(problem.path).resolve()
-    keep = [problem_dir.parent if problem_dir.is_file() else problem_dir]
-
-    def open_session(tag: str = "", env_extra: dict[str, str] | None = None) -> LocalSession:
-        return LocalSession(
-            work, logs, "cpu", options, {**env, **(env_extra or {})}, tag, keep, candidate.backend
-        )
-
-    ctx = LadderContext(problem, candidate, options, "cpu", open_session)
+    ctx = worker_context(problem, candidate, options, "cpu", tmp_path)
+    work = tmp_path / "work"
     try:
         assert not ctx.workers.load().get("error")
         record = ctx.workers.call(ctx.inputs.make(0, 0))
