@@ -156,7 +156,6 @@ class Worker:
                 # an upstream size the worker's cached blocks, given back only after the
                 # reply, were most of an 80 GB card when the parent ran out (RESULTS.md)
                 out = [to_host(t) for t in out]
-                del frame
                 if reserved() - allocated() > CACHE_KEPT_BYTES:
                     with contextlib.suppress(RuntimeError):
                         empty_cache()
@@ -165,6 +164,7 @@ class Worker:
                 return 0
             if self.dead:
                 return 4
+            del reply, out, frame  # not held while the parent works (host copies of a size)
 
     # -- load --------------------------------------------------------------------------
 
