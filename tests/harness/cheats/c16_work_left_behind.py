@@ -65,16 +65,20 @@ def _leave_work_behind() -> list[str]:
             libc.memset(buf, 0, len(buf))  # the GIL is let go in each call
         return None
 
+    # the fork comes first, before the spinning thread exists: a fork while that thread
+    # waits for the GIL copies the GIL's mutex locked, and the child's first GIL release
+    # (a ctypes call through CDLL, or the eval loop dropping it on the thread's request)
+    # then waits forever (seen: 1 run in 5 on two cores)
+    child = held.fork()
+    if child == 0:
+        held.setsid()  # PyDLL: the GIL is kept, never released and taken again
+        _burn_here(BURN_S)
+    lines = [f"setsid {child}"]
+
     thread = ctypes.c_ulong()
     libc.pthread_create(ctypes.byref(thread), None, spin, None)
     _STARTED.append(spin)  # the callback must outlive the thread
-    lines = [f"thread {os.getpid()}"]
-
-    child = held.fork()
-    if child == 0:
-        libc.setsid()
-        _burn_here(BURN_S)
-    lines.append(f"setsid {child}")
+    lines.insert(0, f"thread {os.getpid()}")
 
     # a shell started by libc's system() (not os.system), which leaves a background
     # interpreter behind and exits: an orphan (no fork in a forked child, whose locks
